@@ -1,0 +1,47 @@
+# Shared set-up for the scripts: checks Python and Java, creates the virtualenv on first
+# use and (re)installs the package when setup.cfg changes. Source it; do not run it.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${STREAMING_APP_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+
+die() { echo "error: $*" >&2; exit 2; }
+
+require_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python 3.10 or newer"
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || die "Python 3.10 or newer is needed; $PYTHON is $("$PYTHON" -V 2>&1)"
+    "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null \
+        || die "$PYTHON lacks venv/ensurepip; on Debian/Ubuntu: apt-get install python3-venv"
+}
+
+require_java() {
+    local java="java"
+    [ -n "${JAVA_HOME:-}" ] && java="$JAVA_HOME/bin/java"
+    command -v "$java" >/dev/null 2>&1 \
+        || die "Java 17 or 21 is needed by PySpark 4 and was not found; install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+    local version
+    version="$("$java" -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -1)"
+    [ -n "$version" ] && [ "$version" -ge 17 ] \
+        || die "PySpark 4 needs Java 17 or 21; $java is version ${version:-unknown}"
+}
+
+# ensure_venv [EXTRA]: the virtualenv with the package installed (editable), plus an extra.
+ensure_venv() {
+    local extra="${1:-}" spec="." stamp want
+    [ -n "$extra" ] && spec=".[$extra]"
+    if [ ! -x "$VENV/bin/python" ]; then
+        echo "==> creating virtualenv $VENV" >&2
+        "$PYTHON" -m venv "$VENV" || die "could not create virtualenv $VENV"
+    fi
+    stamp="$VENV/.streaming-app-installed"
+    want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16) $spec"
+    if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+        echo "==> installing streaming-app$([ -n "$extra" ] && echo "[$extra]") into $VENV (first run downloads PySpark, ~450 MB)" >&2
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || die "pip upgrade failed"
+        (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet -e "$spec") >&2 \
+            || die "installing streaming-app failed (see pip's message above)"
+        echo "$want" >> "$stamp"
+    fi
+    export PATH="$VENV/bin:$PATH"
+}

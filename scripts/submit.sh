@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run streaming-app with spark-submit (client mode) against any master.
+# Usage: scripts/submit.sh [spark-submit options, e.g. --master spark://HOST:7077] \
+#            [-- streaming-app run options, e.g. --config conf/cluster.ini]
+# Builds dist/streaming_app-pyfiles.zip (the package plus its pure-Python dependencies that
+# executors import) and ships it with --py-files. Python apps cannot use standalone
+# cluster deploy mode, so the driver runs here; supervise it from outside.
+set -euo pipefail
+. "$(dirname "$0")/_env.sh"
+require_python
+require_java
+ensure_venv
+
+submit_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do submit_args+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+
+mkdir -p "$ROOT/dist"
+zip_path="$ROOT/dist/streaming_app-pyfiles.zip"
+python - "$ROOT" "$zip_path" <<'PY'
+import os, sys, zipfile
+import kafka  # executors of the Kafka source import it
+
+root, target = sys.argv[1], sys.argv[2]
+packages = [os.path.join(root, "streaming_app"), os.path.dirname(kafka.__file__)]
+with zipfile.ZipFile(target + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
+    for package in packages:
+        base = os.path.dirname(package)
+        for folder, dirs, files in os.walk(package):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if not name.endswith((".pyc", ".pyo")):
+                    path = os.path.join(folder, name)
+                    archive.write(path, os.path.relpath(path, base))
+os.replace(target + ".tmp", target)
+PY
+echo "==> built $zip_path" >&2
+
+# Executors and the driver run the virtualenv's Python unless told otherwise; on a
+# real cluster set PYSPARK_PYTHON to a Python of the same minor version on the workers.
+export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$VENV/bin/python}"
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$VENV/bin/python}"
+export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
+exec spark-submit --name streaming-app --py-files "$zip_path" \
+    ${submit_args[@]+"${submit_args[@]}"} "$ROOT/scripts/spark_main.py" run "$@"

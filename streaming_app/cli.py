@@ -1,0 +1,143 @@
+"""The `streaming-app` command line: run, demo and totals; the only place that exits."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from streaming_app import __version__
+from streaming_app.config import SOURCES, load_config, setting_help
+from streaming_app.errors import EXIT_INTERRUPTED, StreamingAppError
+
+log = logging.getLogger("streaming_app")
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def setup_logging(level: str) -> None:
+    """Log the app's records to stderr; keep py4j's chatter out."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _option(key: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:
+    flag = "--" + key.replace("_", "-")
+    return click.option(flag, *decls, key, default=None, help=setting_help(key), **kwargs)
+
+
+def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for decorate in reversed(
+        [
+            click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                         help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]"),
+            _option("source", type=click.Choice(SOURCES, case_sensitive=False)),
+            _option("host", metavar="HOST"),
+            _option("port", metavar="PORT"),
+            _option("input_dir", metavar="DIR"),
+            _option("checkpoint_dir", metavar="DIR"),
+            _option("batch_interval", metavar="SECONDS"),
+            _option("checkpoint_interval", metavar="SECONDS"),
+            click.option("--sink", "sinks", multiple=True, type=click.Choice(["console", "files"]),
+                         help="an output; repeat for several [env: STREAMING_APP_SINKS, "
+                         "comma-separated]"),
+            _option("output_dir", metavar="DIR"),
+            _option("master", metavar="URL"),
+            _option("duration", metavar="SECONDS"),
+            _option("top_n", metavar="N"),
+            _option("log_level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)),
+            click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+                         help="a Spark setting for a new context; repeatable"),
+        ]
+    ):
+        func = decorate(func)
+    return func
+
+
+def _fail(error: StreamingAppError) -> None:
+    click.echo(f"Error: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="streaming-app")
+def cli() -> None:
+    """Recoverable PySpark DStream word counts over socket, directory and Kafka input."""
+
+
+@cli.command()
+@_run_options
+def run(config_file: str | None, sinks: tuple[str, ...], spark_conf: tuple[str, ...],
+        **settings: str | None) -> None:
+    """Run the streaming word count; resumes from the checkpoint directory if one exists."""
+    from streaming_app.run import run as run_app
+
+    if sinks:
+        settings["sinks"] = ",".join(sinks)
+    try:
+        config = load_config(config_file, cli=settings, spark_conf=spark_conf)
+        setup_logging(config.log_level)
+        code = run_app(config)
+    except StreamingAppError as error:
+        _fail(error)
+    sys.exit(code)
+
+
+@cli.command()
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False),
+              help="keep the checkpoint here; rerun with the same directory to see recovery "
+              "[default: a temporary directory, removed at exit]")
+@click.option("--duration", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="seconds to run; 0 runs until Ctrl-C")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="loopback port of the sample server [default: a free port, remembered in "
+              "the checkpoint directory]")
+@click.option("--rate", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="sample lines sent per second")
+@click.option("--batch-interval", type=click.FloatRange(min=0.1), default=1.0,
+              show_default=True, help="batch interval, seconds")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
+              help="also write totals there (read them with `streaming-app totals`)")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def demo(checkpoint_dir: str | None, duration: float, port: int | None, rate: float,
+         batch_interval: float, output_dir: str | None, log_level: str) -> None:
+    """Run locally on a bundled sample text: nothing to install or start first."""
+    from streaming_app.demo import run_demo
+
+    setup_logging(log_level)
+    try:
+        code = run_demo(checkpoint_dir, duration, port, rate, batch_interval, output_dir)
+    except StreamingAppError as error:
+        _fail(error)
+    sys.exit(code)
+
+
+@cli.command()
+@click.option("--output-dir", required=True, envvar="STREAMING_APP_OUTPUT_DIR",
+              show_envvar=True, type=click.Path(exists=True, file_okay=False),
+              help="output directory of the files sink")
+def totals(output_dir: str) -> None:
+    """Print the current totals from the files sink: `word<TAB>count` lines sorted by word."""
+    from streaming_app.output import format_totals, read_totals
+
+    try:
+        batch_ms, counts = read_totals(output_dir)
+    except StreamingAppError as error:
+        _fail(error)
+    if batch_ms is None:
+        click.echo(f"no totals in {output_dir} yet", err=True)
+    for line in format_totals(counts):
+        click.echo(line)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(prog_name="streaming-app")
+    except KeyboardInterrupt:  # Ctrl-C outside `run`, e.g. during start-up
+        click.echo("Interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)

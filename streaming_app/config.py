@@ -1,0 +1,289 @@
+"""The frozen, validated application config: defaults < INI file < STREAMING_APP_* env < CLI."""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from streaming_app.errors import ConfigError
+from streaming_app.text import DEFAULT_TOKEN_PATTERN
+
+ENV_PREFIX = "STREAMING_APP_"
+# Variables with the prefix that are not settings: they belong to scripts/.
+ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
+SOURCES = ("socket", "files", "kafka")
+SINKS = ("console", "files")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _str(raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+def _optional_str(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _int(raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{raw.strip()!r} is not an integer") from None
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"{raw.strip()!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"must be a positive number of seconds, got {raw.strip()}")
+    if abs(value * 1000 - round(value * 1000)) > 1e-6:
+        raise ValueError(f"must be a whole number of milliseconds, got {raw.strip()}")
+    return value
+
+
+def _optional_seconds(raw: str) -> float | None:
+    return _seconds(raw) if raw.strip() else None
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw.strip()!r} is not a boolean (true/false)")
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"{raw.strip()!r} is not one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _sinks(raw: str) -> tuple[str, ...]:
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    if not names:
+        raise ValueError("name at least one sink")
+    unknown = [n for n in names if n not in SINKS]
+    if unknown:
+        raise ValueError(f"unknown sink {', '.join(unknown)} (choose from {', '.join(SINKS)})")
+    return tuple(dict.fromkeys(names))
+
+
+def _pattern(raw: str) -> str:
+    try:
+        compiled = re.compile(raw)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    if compiled.groups:
+        raise ValueError("must not contain capturing groups; use (?:...)")
+    return raw
+
+
+def _setting(section: str, parse: Callable[[str], Any], default: Any, help: str) -> Any:
+    return field(default=default, metadata={"section": section, "parse": parse, "help": help})
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """Every setting of one run; built only by `load_config`, never mutated."""
+
+    source: str = _setting("app", _choice(*SOURCES), "socket", "input: socket, files or kafka")
+    master: str = _setting("app", _str, "local[2]", "Spark master URL")
+    app_name: str = _setting("app", _str, "streaming-app", "Spark application name")
+    batch_interval: float = _setting("app", _seconds, 1.0, "batch interval, seconds")
+    checkpoint_interval: float | None = _setting(
+        "app", _optional_seconds, None, "state checkpoint interval, seconds [10 batches]"
+    )
+    checkpoint_dir: str = _setting("app", _str, "checkpoint", "checkpoint directory (path or URI)")
+    sinks: tuple[str, ...] = _setting("app", _sinks, ("console",), "outputs: console, files")
+    output_dir: str | None = _setting("app", _optional_str, None, "directory of the files sink")
+    duration: float | None = _setting(
+        "app", _optional_seconds, None, "stop gracefully after this many seconds [never]"
+    )
+    log_level: str = _setting("app", _choice(*[lv.lower() for lv in LOG_LEVELS]), "info", "log level")
+    spark_conf_dir: str | None = _setting(
+        "app", _optional_str, None, "Spark conf dir (spark-defaults.conf, log4j2.properties)"
+    )
+    host: str = _setting("socket", _str, "127.0.0.1", "socket source host")
+    port: int = _setting("socket", _int, 9999, "socket source port")
+    input_dir: str | None = _setting("files", _optional_str, None, "directory the files source watches")
+    token_pattern: str = _setting("tokenizer", _pattern, DEFAULT_TOKEN_PATTERN, "regex of one word")
+    lowercase: bool = _setting("tokenizer", _bool, True, "lower-case words before counting")
+    top_n: int = _setting("console", _int, 10, "words shown per batch by the console sink")
+    output_keep: int = _setting("output", _int, 10, "totals files kept by the files sink")
+    spark_conf: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def batch_ms(self) -> int:
+        """The batch interval in milliseconds."""
+        return round(self.batch_interval * 1000)
+
+    @property
+    def checkpoint_ms(self) -> int:
+        """The state checkpoint interval in milliseconds (default: 10 batch intervals)."""
+        if self.checkpoint_interval is None:
+            return 10 * self.batch_ms
+        return round(self.checkpoint_interval * 1000)
+
+    def advisories(self) -> list[str]:
+        """Warnings about settings that work but are probably not what the user wants."""
+        notes = []
+        ratio = self.checkpoint_ms / self.batch_ms
+        if not 5 <= ratio <= 10:
+            notes.append(
+                f"checkpoint_interval is {ratio:g} batch intervals; 5-10 is the usual guidance "
+                "(fewer costs throughput, more makes recovery recompute longer lineages)"
+            )
+        if self.source == "socket" and self.master in ("local", "local[1]"):
+            notes.append(
+                f"master {self.master} has one core, which the socket receiver takes: "
+                "no batch will ever be processed; use local[2] or more"
+            )
+        return notes
+
+
+SETTINGS: dict[str, Any] = {f.name: f for f in fields(AppConfig) if "parse" in f.metadata}
+
+
+def env_name(key: str) -> str:
+    """The environment variable that carries setting `key`."""
+    return ENV_PREFIX + key.upper()
+
+
+def setting_help(key: str) -> str:
+    """Help text of setting `key`, with its environment variable, for `--help`."""
+    return f"{SETTINGS[key].metadata['help']} [env: {env_name(key)}]"
+
+
+def is_local_path(path: str) -> bool:
+    """True for a plain filesystem path, False for a URI such as hdfs:// or s3a://."""
+    return "://" not in path and not path.startswith("file:")
+
+
+def _read_ini(path: str, raw: dict[str, tuple[str, str]], spark: dict[str, str],
+              errors: list[str]) -> None:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except OSError as exc:
+        errors.append(f"config file {path}: {exc.strerror or exc}")
+        return
+    except configparser.Error as exc:
+        errors.append(f"config file {path}: {str(exc).splitlines()[0]}")
+        return
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            origin = f"{path} [{section}] {key}"
+            if section == "spark":
+                if not key.startswith("spark."):
+                    errors.append(f"{origin}: Spark settings start with 'spark.'")
+                spark[key] = value
+            elif key in SETTINGS and SETTINGS[key].metadata["section"] == section:
+                raw[key] = (value, origin)
+            else:
+                errors.append(f"{origin}: unknown setting")
+
+
+def load_config(
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cli: Mapping[str, str | None] | None = None,
+    spark_conf: tuple[str, ...] = (),
+) -> AppConfig:
+    """Build the config from all layers; raise one ConfigError that lists every problem."""
+    env = os.environ if env is None else env
+    errors: list[str] = []
+    raw: dict[str, tuple[str, str]] = {}
+    spark: dict[str, str] = {}
+    config_file = config_file or env.get("STREAMING_APP_CONFIG") or None
+    if config_file:
+        _read_ini(config_file, raw, spark, errors)
+    for name, value in sorted(env.items()):
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_SETTINGS:
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key in SETTINGS:
+            raw[key] = (value, f"environment {name}")
+        else:
+            errors.append(f"environment {name}: unknown setting")
+    for key, value in (cli or {}).items():
+        if value is not None:
+            raw[key] = (value, f"--{key.replace('_', '-')}")
+    for item in spark_conf:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith("spark."):
+            errors.append(f"--spark-conf {item!r}: expected spark.KEY=VALUE")
+        else:
+            spark[name.strip()] = value.strip()
+
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for key, (value, origin) in raw.items():
+        try:
+            values[key] = SETTINGS[key].metadata["parse"](value)
+            origins[key] = origin
+        except ValueError as exc:
+            errors.append(f"{origin}: {exc}")
+    config = AppConfig(**values, spark_conf=tuple(sorted(spark.items())))
+    _validate(config, origins, errors)
+    if errors:
+        raise ConfigError("; ".join(errors))
+    return _resolved(config)
+
+
+def _validate(config: AppConfig, origins: Mapping[str, str], errors: list[str]) -> None:
+    def where(key: str) -> str:
+        return origins.get(key, key)
+
+    if not 1 <= config.port <= 65535:
+        errors.append(f"{where('port')}: must be between 1 and 65535, got {config.port}")
+    if config.top_n < 1:
+        errors.append(f"{where('top_n')}: must be at least 1, got {config.top_n}")
+    if config.output_keep < 1:
+        errors.append(f"{where('output_keep')}: must be at least 1, got {config.output_keep}")
+    if config.checkpoint_ms % config.batch_ms:
+        errors.append(
+            f"{where('checkpoint_interval')}: must be a multiple of the batch interval "
+            f"({config.batch_interval:g} s), got {config.checkpoint_ms / 1000:g} s"
+        )
+    if config.source == "files" and not config.input_dir:
+        errors.append("input_dir: required by the files source (--input-dir)")
+    if config.source == "kafka":
+        errors.append(f"{where('source')}: the kafka source is not available in this version yet")
+    if "files" in config.sinks and not config.output_dir:
+        errors.append("output_dir: required by the files sink (--output-dir)")
+
+
+def _resolved(config: AppConfig) -> AppConfig:
+    # A relative path in the checkpoint would resolve differently after a restart
+    # from another working directory, so local paths are made absolute once, here.
+    changes = {}
+    for key in ("checkpoint_dir", "output_dir", "input_dir", "spark_conf_dir"):
+        value = getattr(config, key)
+        if value and is_local_path(value):
+            changes[key] = os.path.abspath(os.path.expanduser(value))
+    return dataclasses.replace(config, **changes)
+
+
+def log_config(config: AppConfig, logger: logging.Logger) -> None:
+    """Log the effective settings at debug level."""
+    for key in SETTINGS:
+        logger.debug("setting %s = %r", key, getattr(config, key))

@@ -1,0 +1,47 @@
+"""The one factory, `create_context`: the whole DStream graph handed to getOrCreate."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from pyspark import SparkConf, SparkContext
+from pyspark.streaming import StreamingContext
+
+from streaming_app.config import AppConfig
+from streaming_app.sinks import attach_sinks
+from streaming_app.sources import build_source
+from streaming_app.text import add_counts, count_words, update_count
+
+log = logging.getLogger(__name__)
+
+
+def create_context(config: AppConfig) -> StreamingContext:
+    """Build a new StreamingContext with source, word counts, running totals and sinks.
+
+    Only called when there is no checkpoint: on recovery Spark rebuilds this graph
+    from the checkpoint, with the settings captured here at creation time.
+    """
+    log.info(
+        "Creating new context: source=%s batch_interval=%gs checkpoint_interval=%gs "
+        "checkpoint_dir=%s",
+        config.source,
+        config.batch_interval,
+        config.checkpoint_ms / 1000,
+        config.checkpoint_dir,
+    )
+    conf = SparkConf().setAppName(config.app_name)
+    for key, value in config.spark_conf:
+        conf.set(key, value)
+    sc = SparkContext.getOrCreate(conf)
+    ssc = StreamingContext(sc, config.batch_interval)
+    ssc.checkpoint(config.checkpoint_dir)
+
+    lines = build_source(ssc, config)
+    counts = lines.mapPartitions(
+        partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
+    ).reduceByKey(add_counts)
+    totals = counts.updateStateByKey(update_count)
+    totals.checkpoint(config.checkpoint_ms / 1000)
+    attach_sinks(totals, config.sinks, config.top_n, config.output_dir, config.output_keep)
+    return ssc

@@ -1,0 +1,37 @@
+"""The exception root of streaming_app, its subclasses and the process exit codes."""
+
+from __future__ import annotations
+
+# Exit codes are part of the contract with supervisors (docker-compose, systemd,
+# `streaming-app supervise`): restart on EXIT_CRASH, never on the others.
+EXIT_OK = 0
+EXIT_CRASH = 1
+EXIT_USAGE = 2
+EXIT_CHECKPOINT = 3
+EXIT_INTERRUPTED = 130
+
+
+class StreamingAppError(Exception):
+    """Root of every error that streaming_app raises on purpose."""
+
+    exit_code = EXIT_CRASH
+
+
+class ConfigError(StreamingAppError):
+    """A setting is missing, unknown or invalid (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class CheckpointError(StreamingAppError):
+    """The checkpoint cannot be read or used; restarting will not help (exit 3)."""
+
+    exit_code = EXIT_CHECKPOINT
+
+
+class OutputError(StreamingAppError):
+    """Sink output cannot be read back (missing or malformed output directory)."""
+
+
+class StreamingFailure(StreamingAppError):
+    """The streaming context ended with an error or unexpectedly; a restart resumes it."""

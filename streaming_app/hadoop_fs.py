@@ -1,0 +1,45 @@
+"""Driver-side file operations through Spark's Hadoop FileSystem, so paths may be HDFS/S3 URIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import SparkContext
+
+
+class HadoopFs:
+    """The few FileSystem calls the sinks need, on the filesystem of one base path."""
+
+    def __init__(self, sc: SparkContext, base: str) -> None:
+        jvm: Any = sc._jvm
+        self._jvm = jvm
+        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(
+            sc._jsc.hadoopConfiguration()
+        )
+
+    def _path(self, path: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists."""
+        return bool(self._fs.exists(self._path(path)))
+
+    def delete(self, path: str) -> None:
+        """Delete a file or a directory tree; a missing path is not an error."""
+        self._fs.delete(self._path(path), True)
+
+    def rename(self, source: str, target: str) -> None:
+        """Rename `source` to `target`, which must not exist (atomic on HDFS and POSIX)."""
+        if not self._fs.rename(self._path(source), self._path(target)):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def list_names(self, directory: str) -> list[str]:
+        """Names of the entries of a directory; empty if it does not exist."""
+        path = self._path(directory)
+        if not self._fs.exists(path):
+            return []
+        return [status.getPath().getName() for status in self._fs.listStatus(path)]
+
+    def mkdirs(self, directory: str) -> None:
+        """Create a directory and its parents."""
+        self._fs.mkdirs(self._path(directory))

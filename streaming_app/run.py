@@ -1,0 +1,216 @@
+"""The entrypoint: getOrCreate the streaming context, run it, and stop it on request."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from streaming_app.config import AppConfig, is_local_path
+from streaming_app.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CheckpointError,
+    ConfigError,
+    StreamingFailure,
+)
+
+log = logging.getLogger(__name__)
+
+# How often the main thread wakes up to look for a stop request or the deadline.
+POLL_SECONDS = 0.5
+
+
+def repo_conf_dir() -> str | None:
+    """The `conf/` directory of a source checkout (or editable install), if there is one."""
+    candidate = Path(__file__).resolve().parent.parent / "conf"
+    return str(candidate) if (candidate / "spark-defaults.conf").is_file() else None
+
+
+def under_spark_submit() -> bool:
+    """Whether spark-submit launched us (it then owns the JVM, master and conf)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def prepare_spark_env(config: AppConfig) -> None:
+    """Set the environment PySpark reads when it launches the JVM (only if we launch it)."""
+    if under_spark_submit():
+        return
+    # Workers must run this interpreter, which has streaming_app and its deps installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf_dir = config.spark_conf_dir or os.environ.get("SPARK_CONF_DIR") or repo_conf_dir()
+    if conf_dir:
+        os.environ["SPARK_CONF_DIR"] = conf_dir
+    if config.master.startswith("local"):
+        # Servers bind to loopback unless told otherwise.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        # The master must be a JVM system property: on recovery Spark rebuilds the
+        # SparkConf from the checkpoint and takes only spark.master from the launch.
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--master {shlex.quote(config.master)} pyspark-shell"
+
+
+def ensure_writable_dir(key: str, path: str) -> None:
+    """Create a local directory if needed and prove it is writable, or raise ConfigError."""
+    if not is_local_path(path):
+        return  # HDFS/S3: checked by Spark when it writes
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{key} {path}: not writable ({exc.strerror or exc})") from None
+
+
+def _java_summary(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def get_or_create(config: AppConfig) -> tuple[Any, bool]:
+    """StreamingContext.getOrCreate with our factory; returns (context, created_new)."""
+    from pyspark.streaming import StreamingContext
+
+    from streaming_app.context import create_context
+
+    created = []
+
+    def factory() -> StreamingContext:
+        created.append(True)
+        return create_context(config)
+
+    try:
+        ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
+    except Exception as exc:
+        if created:
+            raise StreamingFailure(f"could not create the streaming context: {_java_summary(exc)}")
+        raise CheckpointError(
+            f"cannot recover from checkpoint {config.checkpoint_dir}: {_java_summary(exc)}. "
+            "It was probably written by another version of streaming_app, Spark or Python. "
+            "Move the directory aside to start afresh (totals restart from zero); "
+            "see README 'Recovery'"
+        ) from None
+    return ssc, bool(created)
+
+
+def log_recovery(ssc: Any, config: AppConfig) -> None:
+    """Say which checkpoint was recovered and how much down time will be replayed."""
+    try:
+        checkpoint = ssc._jssc.ssc().initialCheckpoint()
+        checkpoint_ms = int(checkpoint.checkpointTime().milliseconds())
+        batch_ms = int(checkpoint.graph().batchDuration().milliseconds())
+    except Exception:
+        log.info("Recovered streaming context from checkpoint %s", config.checkpoint_dir)
+        return
+    stamp = datetime.fromtimestamp(checkpoint_ms / 1000, tz=timezone.utc)
+    missed = max(0, (int(time.time() * 1000) - checkpoint_ms) // batch_ms)
+    log.info(
+        "Recovered streaming context from checkpoint %s at batch_time_ms=%d (%s UTC); "
+        "about %d missed batch intervals will be replayed, one batch each",
+        config.checkpoint_dir,
+        checkpoint_ms,
+        stamp.strftime("%Y-%m-%d %H:%M:%S"),
+        missed,
+    )
+    if batch_ms != config.batch_ms:
+        log.warning(
+            "the checkpoint's batch interval is %g s; the configured %g s is ignored "
+            "(settings of the graph come from the checkpoint; use a new checkpoint "
+            "directory to change them)",
+            batch_ms / 1000,
+            config.batch_interval,
+        )
+
+
+class StopRequest:
+    """Set by SIGTERM/SIGINT; a second signal exits at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reason = ""
+
+    def install(self) -> None:
+        """Route SIGTERM and SIGINT here (main thread only)."""
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.event.is_set():
+            log.warning("second %s: exiting now without waiting for the batch in flight", name)
+            os._exit(EXIT_INTERRUPTED)
+        self.reason = name
+        self.event.set()
+
+
+def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
+    """Block until a stop is requested or the duration ends; raise if the stream fails."""
+    from py4j.protocol import Py4JError
+
+    deadline = time.monotonic() + duration if duration else None
+    while True:
+        try:
+            ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
+        except Py4JError as exc:
+            raise StreamingFailure(f"streaming failed: {_java_summary(exc)}") from None
+        if ended:
+            raise StreamingFailure("the streaming context stopped unexpectedly")
+        if stop.event.is_set():
+            return stop.reason
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"duration of {duration:g} s reached"
+
+
+def run(config: AppConfig) -> int:
+    """Run the app until stopped; returns the exit code (raises StreamingAppError on failure)."""
+    ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
+    if "files" in config.sinks and config.output_dir:
+        ensure_writable_dir("output_dir", config.output_dir)
+    if config.source == "files" and config.input_dir:
+        ensure_writable_dir("input_dir", config.input_dir)
+    for note in config.advisories():
+        log.warning("%s", note)
+    prepare_spark_env(config)
+    warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
+
+    from streaming_app.listener import LoggingListener
+
+    stop = StopRequest()
+    stop.install()
+    ssc, created = get_or_create(config)
+    if created:
+        log.info("Started new streaming context; checkpoints in %s", config.checkpoint_dir)
+    else:
+        log_recovery(ssc, config)
+    if under_spark_submit() and ssc.sparkContext.master != config.master:
+        log.info("master %s comes from spark-submit", ssc.sparkContext.master)
+    ssc.addStreamingListener(LoggingListener())
+    ssc.start()
+    try:
+        reason = await_stop(ssc, stop, config.duration)
+    except StreamingFailure:
+        _stop_quietly(ssc)
+        raise
+    log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    log.info("Stopped")
+    return EXIT_OK
+
+
+def _stop_quietly(ssc: Any) -> None:
+    try:
+        ssc.stop(stopSparkContext=True, stopGraceFully=False)
+    except Exception:
+        log.debug("error while stopping after a failure", exc_info=True)

@@ -1,0 +1,62 @@
+"""Fixtures for the integration tests: real Spark in local mode, run as a subprocess."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import App
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/integration is an integration test."""
+    for item in items:
+        if "tests/integration/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _java_available() -> None:
+    if shutil.which("java") is None:
+        pytest.fail("Java 17+ is required by the integration tests (PySpark runs on it)")
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> dict[str, Path]:
+    """Fresh checkpoint, input and output directories for one test."""
+    paths = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
+    paths["input"].mkdir()
+    return paths
+
+
+@pytest.fixture
+def start_app(tmp_path: Path) -> Iterator[object]:
+    """Start `streaming-app run ARGS`; every app started is killed at the end of the test."""
+    started: list[App] = []
+
+    def start(*args: str) -> App:
+        app = App(list(args), tmp_path, f"run{len(started) + 1}")
+        started.append(app)
+        return app
+
+    yield start
+    for app in started:
+        app.stop_if_running()
+
+
+def files_args(dirs: dict[str, Path], *extra: str) -> list[str]:
+    """The command line of a files-source run with the files sink, fast settings."""
+    return [
+        "--source", "files",
+        "--input-dir", str(dirs["input"]),
+        "--checkpoint-dir", str(dirs["checkpoint"]),
+        "--output-dir", str(dirs["output"]),
+        "--sink", "files",
+        "--batch-interval", "1",
+        "--checkpoint-interval", "2",
+        "--spark-conf", "spark.ui.enabled=false",
+        *extra,
+    ]

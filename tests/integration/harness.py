@@ -1,0 +1,180 @@
+"""Run streaming-app as a real subprocess (driver + JVM), kill it, and read its output."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from streaming_app.output import read_totals
+
+# A small, fixed vocabulary keeps totals easy to eyeball when a test fails.
+VOCABULARY = [f"w{i:02d}" for i in range(40)]
+
+
+def truth(texts: list[str]) -> dict[str, int]:
+    """Ground truth computed without the app's tokenizer: inputs are space-separated words."""
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(text.split())
+    return dict(counts)
+
+
+def make_text(rng: random.Random, lines: int, words: int = 8) -> str:
+    """Random lines over VOCABULARY."""
+    return "".join(" ".join(rng.choices(VOCABULARY, k=words)) + "\n" for _ in range(lines))
+
+
+def drop_file(input_dir: Path, name: str, data: bytes) -> None:
+    """Move a new file into the watched directory atomically, with a fresh mtime."""
+    staging = input_dir.parent / (input_dir.name + ".staging")
+    staging.mkdir(exist_ok=True)
+    temp = staging / name
+    temp.write_bytes(data)
+    os.rename(temp, input_dir / name)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class App:
+    """One `streaming-app run` process in its own session (so kill -9 takes its JVM too)."""
+
+    def __init__(self, args: list[str], workdir: Path, name: str) -> None:
+        self.log_path = workdir / f"{name}.log"
+        self.out_path = workdir / f"{name}.out"
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        env = {k: v for k, v in env.items() if not k.startswith("STREAMING_APP_")}
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
+        self._out = open(self.out_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streaming_app", "run", *args],
+            stdout=self._out,
+            stderr=self._log,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+
+    def log(self) -> str:
+        """Everything the process wrote to stderr so far."""
+        return self.log_path.read_text("utf-8", errors="replace")
+
+    def wait_for_log(self, pattern: str, timeout: float = 90) -> re.Match[str]:
+        """Wait until stderr matches `pattern`; fail with the log if the process dies first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log())
+            if match:
+                return match
+            if self.proc.poll() is not None:
+                raise AssertionError(f"app exited {self.proc.returncode} before {pattern!r}:\n"
+                                     + self.log()[-4000:])
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} within {timeout} s:\n" + self.log()[-4000:])
+
+    def kill9(self) -> None:
+        """SIGKILL the driver and its JVM (the whole session) at once, then reap them."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("processes of the killed app are still alive")
+        self._close()
+
+    def terminate(self, timeout: float = 120) -> int:
+        """SIGTERM the driver (as a supervisor would) and return its exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 120) -> int:
+        """Wait for the process to exit; kill it (and fail) if it does not."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError("app did not exit in time:\n" + self.log()[-4000:]) from None
+        self._close()
+        return code
+
+    def stop_if_running(self) -> None:
+        """Clean-up for tests that failed half-way."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        self._log.close()
+        self._out.close()
+
+
+def wait_for_totals(output_dir: Path, expected: dict[str, int], app: App | None = None,
+                    timeout: float = 90) -> dict[str, int]:
+    """Poll `streaming-app totals`' data until it equals `expected`; fail with the last seen."""
+    deadline = time.monotonic() + timeout
+    seen: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        if output_dir.exists():
+            _, seen = read_totals(str(output_dir))
+            if seen == expected:
+                return seen
+        if app is not None and app.proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    diff = {w: (seen.get(w), expected.get(w)) for w in set(seen) | set(expected)
+            if seen.get(w) != expected.get(w)}
+    log = app.log()[-4000:] if app else ""
+    raise AssertionError(f"totals differ (seen, expected): {diff}\n{log}")
+
+
+class LineServer:
+    """A test TCP server on loopback: sends given lines to each client, then keeps it open."""
+
+    def __init__(self, lines: list[str], port: int = 0) -> None:
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.lines = lines
+        self.clients = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.clients += 1
+            with conn:
+                conn.sendall("".join(line + "\n" for line in self.lines).encode("utf-8"))
+                self.lines = []  # a reconnecting receiver must not get them twice
+                while not self._stop.wait(0.2):
+                    pass
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()

@@ -1,0 +1,68 @@
+"""The files source end to end: exact totals, undecodable bytes replaced, graceful stop."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_app.output import latest_totals_dir
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+
+pytestmark = pytest.mark.timeout(300)
+
+STARTED = r"Started new streaming context"
+
+
+def test_files_source_counts_exactly_and_replaces_undecodable_bytes(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(7)
+    app = start_app(*files_args(dirs, "--sink", "console"))
+    app.wait_for_log(STARTED)
+    texts = [make_text(rng, 50) for _ in range(3)]
+    for i, text in enumerate(texts):
+        drop_file(dirs["input"], f"part{i}.txt", text.encode())
+    # Invalid UTF-8 between words: replaced (U+FFFD separates words), never a crash.
+    broken = "w01 w02 \xff\xfe w03\n".encode("latin-1") + b"w04 \xc3\x28 w05\n"
+    drop_file(dirs["input"], "broken.txt", broken)
+    expected = truth([*texts, "w01 w02 w03\nw04 ( w05\n".replace("(", "")])
+
+    wait_for_totals(dirs["output"], expected, app)
+    assert app.terminate() == 0
+    # The console sink printed the seed-familiar line with the top words.
+    out = app.out_path.read_text()
+    top_word = max(expected, key=lambda w: (expected[w], [-ord(c) for c in w]))
+    assert f"('{top_word}', {expected[top_word]})" in out
+    assert "Counts at time " in out
+    # The output directory keeps only whole, named-by-epoch-ms batches.
+    latest = latest_totals_dir(str(dirs["output"]))
+    assert latest is not None and latest[0] > 1_700_000_000_000
+
+
+def test_sigterm_stops_gracefully_and_the_restart_resumes(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(11)
+    texts: list[str] = []
+    first = start_app(*files_args(dirs))
+    first.wait_for_log(STARTED)
+    for i in range(2):
+        texts.append(make_text(rng, 40))
+        drop_file(dirs["input"], f"a{i}.txt", texts[-1].encode())
+    wait_for_totals(dirs["output"], truth(texts), first)
+    assert first.terminate() == 0
+    assert "Stopping gracefully (SIGTERM)" in first.log()
+
+    texts.append(make_text(rng, 40))
+    drop_file(dirs["input"], "while-stopped.txt", texts[-1].encode())
+    second = start_app(*files_args(dirs))
+    second.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
+    assert "Creating new context" not in second.log()
+    texts.append(make_text(rng, 40))
+    drop_file(dirs["input"], "after-restart.txt", texts[-1].encode())
+    wait_for_totals(dirs["output"], truth(texts), second)
+    assert second.terminate() == 0

@@ -1,0 +1,52 @@
+"""The socket source: exact counts from a test server; an unreachable server is retried."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import LineServer, free_port, truth, wait_for_totals
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def socket_args(dirs: dict[str, Path], port: int) -> list[str]:
+    return [
+        "--source", "socket",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--checkpoint-dir", str(dirs["checkpoint"]),
+        "--output-dir", str(dirs["output"]),
+        "--sink", "files",
+        "--batch-interval", "1",
+        "--spark-conf", "spark.ui.enabled=false",
+    ]
+
+
+LINES = ["the quick brown fox", "jumps over the lazy dog", "the end"] * 20
+
+
+def test_socket_source_counts_exactly(dirs: dict[str, Path], start_app: Any) -> None:
+    server = LineServer(LINES)
+    try:
+        app = start_app(*socket_args(dirs, server.port))
+        wait_for_totals(dirs["output"], truth(LINES), app)
+        assert app.terminate() == 0
+    finally:
+        server.close()
+
+
+def test_unreachable_socket_is_retried_with_a_warning(dirs: dict[str, Path],
+                                                      start_app: Any) -> None:
+    port = free_port()
+    app = start_app(*socket_args(dirs, port))
+    app.wait_for_log(r"WARNING .*receiver SocketReceiver-0: .*Spark keeps retrying")
+    assert app.proc.poll() is None, "the app died instead of retrying"
+    server = LineServer(LINES, port)
+    try:
+        wait_for_totals(dirs["output"], truth(LINES), app)
+        assert app.terminate() == 0
+    finally:
+        server.close()
