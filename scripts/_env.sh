@@ -28,15 +28,18 @@ require_java() {
 
 # ensure_venv [EXTRA]: the virtualenv with the package installed (editable), plus an extra.
 ensure_venv() {
-    local extra="${1:-}" spec="." stamp want
+    local extra="${1:-}" spec="." stamp want hash
     [ -n "$extra" ] && spec=".[$extra]"
     if [ ! -x "$VENV/bin/python" ]; then
         echo "==> creating virtualenv $VENV" >&2
         "$PYTHON" -m venv "$VENV" || die "could not create virtualenv $VENV"
     fi
     stamp="$VENV/.streaming-app-installed"
-    want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16) $spec"
-    if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+    hash="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+    want="$hash $spec"
+    # Any install of this setup.cfg satisfies the plain package; an extra needs its own.
+    if [ ! -f "$stamp" ] || ! { grep -qxF "$want" "$stamp" \
+            || { [ -z "$extra" ] && grep -q "^$hash " "$stamp"; }; }; then
         echo "==> installing streaming-app$([ -n "$extra" ] && echo "[$extra]") into $VENV (first run downloads PySpark, ~450 MB)" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || die "pip upgrade failed"
         (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet -e "$spec") >&2 \

@@ -2,7 +2,7 @@
 # The classic netcat demo with the real `nc -lk`: type words, watch the counts.
 # Usage: scripts/netcat-demo.sh [PORT] [-- extra `streaming-app run` options]
 # The app runs in the background against 127.0.0.1:PORT (default 9999) with its checkpoint
-# in ./netcat-checkpoint; nc runs in the foreground. Ctrl-C (or Ctrl-D) stops both.
+# in ./netcat-checkpoint; nc runs in the foreground. Ctrl-C stops both (the app gracefully).
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
 port="9999"
@@ -14,9 +14,11 @@ require_python
 require_java
 ensure_venv
 
-streaming-app run --source socket --host 127.0.0.1 --port "$port" \
+# setsid: Ctrl-C goes to nc and this script; the app gets exactly one SIGTERM from the trap.
+setsid streaming-app run --source socket --host 127.0.0.1 --port "$port" \
     --checkpoint-dir "${NETCAT_CHECKPOINT_DIR:-netcat-checkpoint}" "$@" &
 app=$!
+echo "==> streaming-app running as pid $app" >&2
 stop_app() {
     trap - EXIT INT TERM
     kill -TERM "$app" 2>/dev/null || true

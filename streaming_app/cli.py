@@ -32,8 +32,12 @@ def _option(key: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:
 def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for decorate in reversed(
         [
-            click.option("--config", "config_file", type=click.Path(dir_okay=False),
-                         help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]"),
+            click.option(
+                "--config",
+                "config_file",
+                type=click.Path(dir_okay=False),
+                help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]",
+            ),
             _option("source", type=click.Choice(SOURCES, case_sensitive=False)),
             _option("host", metavar="HOST"),
             _option("port", metavar="PORT"),
@@ -41,16 +45,28 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _option("checkpoint_dir", metavar="DIR"),
             _option("batch_interval", metavar="SECONDS"),
             _option("checkpoint_interval", metavar="SECONDS"),
-            click.option("--sink", "sinks", multiple=True, type=click.Choice(["console", "files"]),
-                         help="an output; repeat for several [env: STREAMING_APP_SINKS, "
-                         "comma-separated]"),
+            click.option(
+                "--sink",
+                "sinks",
+                multiple=True,
+                type=click.Choice(["console", "files"]),
+                help="an output; repeat for several [env: STREAMING_APP_SINKS, comma-separated]",
+            ),
             _option("output_dir", metavar="DIR"),
             _option("master", metavar="URL"),
             _option("duration", metavar="SECONDS"),
             _option("top_n", metavar="N"),
-            _option("log_level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)),
-            click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
-                         help="a Spark setting for a new context; repeatable"),
+            _option(
+                "log_level",
+                type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+            ),
+            click.option(
+                "--spark-conf",
+                "spark_conf",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="a Spark setting for a new context; repeatable",
+            ),
         ]
     ):
         func = decorate(func)
@@ -70,8 +86,12 @@ def cli() -> None:
 
 @cli.command()
 @_run_options
-def run(config_file: str | None, sinks: tuple[str, ...], spark_conf: tuple[str, ...],
-        **settings: str | None) -> None:
+def run(
+    config_file: str | None,
+    sinks: tuple[str, ...],
+    spark_conf: tuple[str, ...],
+    **settings: str | None,
+) -> None:
     """Run the streaming word count; resumes from the checkpoint directory if one exists."""
     from streaming_app.run import run as run_app
 
@@ -87,24 +107,61 @@ def run(config_file: str | None, sinks: tuple[str, ...], spark_conf: tuple[str, 
 
 
 @cli.command()
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False),
-              help="keep the checkpoint here; rerun with the same directory to see recovery "
-              "[default: a temporary directory, removed at exit]")
-@click.option("--duration", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="seconds to run; 0 runs until Ctrl-C")
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
-              help="loopback port of the sample server [default: a free port, remembered in "
-              "the checkpoint directory]")
-@click.option("--rate", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-              help="sample lines sent per second")
-@click.option("--batch-interval", type=click.FloatRange(min=0.1), default=1.0,
-              show_default=True, help="batch interval, seconds")
-@click.option("--output-dir", type=click.Path(file_okay=False), default=None,
-              help="also write totals there (read them with `streaming-app totals`)")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True)
-def demo(checkpoint_dir: str | None, duration: float, port: int | None, rate: float,
-         batch_interval: float, output_dir: str | None, log_level: str) -> None:
+@click.option(
+    "--checkpoint-dir",
+    type=click.Path(file_okay=False),
+    help="keep the checkpoint here; rerun with the same directory to see recovery "
+    "[default: a temporary directory, removed at exit]",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="seconds to run; 0 runs until Ctrl-C",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="loopback port of the sample server [default: a free port, remembered in "
+    "the checkpoint directory]",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="sample lines sent per second",
+)
+@click.option(
+    "--batch-interval",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    help="batch interval, seconds",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="also write totals there (read them with `streaming-app totals`)",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def demo(
+    checkpoint_dir: str | None,
+    duration: float,
+    port: int | None,
+    rate: float,
+    batch_interval: float,
+    output_dir: str | None,
+    log_level: str,
+) -> None:
     """Run locally on a bundled sample text: nothing to install or start first."""
     from streaming_app.demo import run_demo
 
@@ -117,9 +174,14 @@ def demo(checkpoint_dir: str | None, duration: float, port: int | None, rate: fl
 
 
 @cli.command()
-@click.option("--output-dir", required=True, envvar="STREAMING_APP_OUTPUT_DIR",
-              show_envvar=True, type=click.Path(exists=True, file_okay=False),
-              help="output directory of the files sink")
+@click.option(
+    "--output-dir",
+    required=True,
+    envvar="STREAMING_APP_OUTPUT_DIR",
+    show_envvar=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="output directory of the files sink",
+)
 def totals(output_dir: str) -> None:
     """Print the current totals from the files sink: `word<TAB>count` lines sorted by word."""
     from streaming_app.output import format_totals, read_totals

@@ -116,13 +116,17 @@ class AppConfig:
     duration: float | None = _setting(
         "app", _optional_seconds, None, "stop gracefully after this many seconds [never]"
     )
-    log_level: str = _setting("app", _choice(*[lv.lower() for lv in LOG_LEVELS]), "info", "log level")
+    log_level: str = _setting(
+        "app", _choice(*(lv.lower() for lv in LOG_LEVELS)), "info", "log level"
+    )
     spark_conf_dir: str | None = _setting(
         "app", _optional_str, None, "Spark conf dir (spark-defaults.conf, log4j2.properties)"
     )
     host: str = _setting("socket", _str, "127.0.0.1", "socket source host")
     port: int = _setting("socket", _int, 9999, "socket source port")
-    input_dir: str | None = _setting("files", _optional_str, None, "directory the files source watches")
+    input_dir: str | None = _setting(
+        "files", _optional_str, None, "directory the files source watches"
+    )
     token_pattern: str = _setting("tokenizer", _pattern, DEFAULT_TOKEN_PATTERN, "regex of one word")
     lowercase: bool = _setting("tokenizer", _bool, True, "lower-case words before counting")
     top_n: int = _setting("console", _int, 10, "words shown per batch by the console sink")
@@ -176,8 +180,9 @@ def is_local_path(path: str) -> bool:
     return "://" not in path and not path.startswith("file:")
 
 
-def _read_ini(path: str, raw: dict[str, tuple[str, str]], spark: dict[str, str],
-              errors: list[str]) -> None:
+def _read_ini(
+    path: str, raw: dict[str, tuple[str, str]], spark: dict[str, str], errors: list[str]
+) -> None:
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
@@ -213,20 +218,20 @@ def load_config(
     errors: list[str] = []
     raw: dict[str, tuple[str, str]] = {}
     spark: dict[str, str] = {}
-    config_file = config_file or env.get("STREAMING_APP_CONFIG") or None
-    if config_file:
-        _read_ini(config_file, raw, spark, errors)
+    ini_path = config_file or env.get("STREAMING_APP_CONFIG")
+    if ini_path:
+        _read_ini(ini_path, raw, spark, errors)
     for name, value in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or name in ENV_NOT_SETTINGS:
             continue
-        key = name[len(ENV_PREFIX):].lower()
+        key = name[len(ENV_PREFIX) :].lower()
         if key in SETTINGS:
             raw[key] = (value, f"environment {name}")
         else:
             errors.append(f"environment {name}: unknown setting")
-    for key, value in (cli or {}).items():
-        if value is not None:
-            raw[key] = (value, f"--{key.replace('_', '-')}")
+    for key, flag_value in (cli or {}).items():
+        if flag_value is not None:
+            raw[key] = (flag_value, f"--{key.replace('_', '-')}")
     for item in spark_conf:
         name, sep, value = item.partition("=")
         if not sep or not name.startswith("spark."):

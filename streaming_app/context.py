@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import cast
 
 from pyspark import SparkConf, SparkContext
-from pyspark.streaming import StreamingContext
+from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.config import AppConfig
 from streaming_app.sinks import attach_sinks
@@ -34,14 +35,16 @@ def create_context(config: AppConfig) -> StreamingContext:
     for key, value in config.spark_conf:
         conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
-    ssc = StreamingContext(sc, config.batch_interval)
+    # PySpark's hints say int, but it takes fractional seconds (it multiplies by 1000).
+    ssc = StreamingContext(sc, config.batch_interval)  # type: ignore[arg-type]
     ssc.checkpoint(config.checkpoint_dir)
 
     lines = build_source(ssc, config)
     counts = lines.mapPartitions(
         partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
     ).reduceByKey(add_counts)
-    totals = counts.updateStateByKey(update_count)
-    totals.checkpoint(config.checkpoint_ms / 1000)
+    # update_count only returns None for keys that never had a count, so no total is None.
+    totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update_count))
+    totals.checkpoint(config.checkpoint_ms / 1000)  # type: ignore[arg-type]
     attach_sinks(totals, config.sinks, config.top_n, config.output_dir, config.output_keep)
     return ssc

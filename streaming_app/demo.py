@@ -84,8 +84,9 @@ def _demo_port(checkpoint_dir: str, requested: int | None) -> int:
     except (OSError, ValueError, KeyError, TypeError):
         return requested or 0
     if requested and requested != remembered:
-        log.warning("this checkpoint was created with port %d; using it, not %d",
-                    remembered, requested)
+        log.warning(
+            "this checkpoint was created with port %d; using it, not %d", remembered, requested
+        )
     return remembered
 
 
@@ -97,8 +98,14 @@ def _remember_port(checkpoint_dir: str, port: int) -> None:
     os.replace(temp, os.path.join(checkpoint_dir, DEMO_STATE))
 
 
-def run_demo(checkpoint_dir: str | None, duration: float, port: int | None, rate: float,
-             batch_interval: float, output_dir: str | None) -> int:
+def run_demo(
+    checkpoint_dir: str | None,
+    duration: float,
+    port: int | None,
+    rate: float,
+    batch_interval: float,
+    output_dir: str | None,
+) -> int:
     """Serve the sample text and run the app on it locally; returns the exit code."""
     from streaming_app.run import run
 

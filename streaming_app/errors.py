@@ -33,5 +33,5 @@ class OutputError(StreamingAppError):
     """Sink output cannot be read back (missing or malformed output directory)."""
 
 
-class StreamingFailure(StreamingAppError):
+class StreamingFailedError(StreamingAppError):
     """The streaming context ended with an error or unexpectedly; a restart resumes it."""

@@ -13,9 +13,7 @@ class HadoopFs:
     def __init__(self, sc: SparkContext, base: str) -> None:
         jvm: Any = sc._jvm
         self._jvm = jvm
-        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(
-            sc._jsc.hadoopConfiguration()
-        )
+        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(sc._jsc.hadoopConfiguration())
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)

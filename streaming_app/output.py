@@ -41,9 +41,9 @@ def to_prune(names: Iterable[str], keep: int, current_ms: int) -> list[str]:
     batches = sorted((b for b in map(batch_of, names) if b is not None), reverse=True)
     doomed = [totals_name(b) for b in batches[keep:]]
     for name in names:
-        if name.startswith(TEMP_PREFIX) and name[len(TEMP_PREFIX):].isdigit():
-            if int(name[len(TEMP_PREFIX):]) < current_ms:
-                doomed.append(name)
+        suffix = name[len(TEMP_PREFIX) :]
+        if name.startswith(TEMP_PREFIX) and suffix.isdigit() and int(suffix) < current_ms:
+            doomed.append(name)
     return doomed
 
 

@@ -22,7 +22,7 @@ from streaming_app.errors import (
     EXIT_OK,
     CheckpointError,
     ConfigError,
-    StreamingFailure,
+    StreamingFailedError,
 )
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,9 @@ def get_or_create(config: AppConfig) -> tuple[Any, bool]:
         ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
     except Exception as exc:
         if created:
-            raise StreamingFailure(f"could not create the streaming context: {_java_summary(exc)}")
+            raise StreamingFailedError(
+                f"could not create the streaming context: {_java_summary(exc)}"
+            ) from None
         raise CheckpointError(
             f"cannot recover from checkpoint {config.checkpoint_dir}: {_java_summary(exc)}. "
             "It was probably written by another version of streaming_app, Spark or Python. "
@@ -164,9 +166,9 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
         try:
             ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
         except Py4JError as exc:
-            raise StreamingFailure(f"streaming failed: {_java_summary(exc)}") from None
+            raise StreamingFailedError(f"streaming failed: {_java_summary(exc)}") from None
         if ended:
-            raise StreamingFailure("the streaming context stopped unexpectedly")
+            raise StreamingFailedError("the streaming context stopped unexpectedly")
         if stop.event.is_set():
             return stop.reason
         if deadline is not None and time.monotonic() >= deadline:
@@ -200,7 +202,7 @@ def run(config: AppConfig) -> int:
     ssc.start()
     try:
         reason = await_stop(ssc, stop, config.duration)
-    except StreamingFailure:
+    except StreamingFailedError:
         _stop_quietly(ssc)
         raise
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)

@@ -39,7 +39,7 @@ def directory_lines(ssc: StreamingContext, input_dir: str) -> DStream[str]:
 def build_source(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
     """The configured source DStream."""
     if config.source == "socket":
-        local = ssc.sparkContext.master.startswith("local")
+        local = (ssc.sparkContext.master or "").startswith("local")
         return socket_lines(ssc, config.host, config.port, local)
     if config.source == "files":
         assert config.input_dir is not None

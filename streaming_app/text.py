@@ -19,9 +19,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def tokenize(
-    line: str, pattern: str = DEFAULT_TOKEN_PATTERN, lowercase: bool = True
-) -> list[str]:
+def tokenize(line: str, pattern: str = DEFAULT_TOKEN_PATTERN, lowercase: bool = True) -> list[str]:
     """Split a line into words: every match of `pattern`, lower-cased unless told not to."""
     if lowercase:
         line = line.lower()

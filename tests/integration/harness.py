@@ -80,8 +80,9 @@ class App:
             if match:
                 return match
             if self.proc.poll() is not None:
-                raise AssertionError(f"app exited {self.proc.returncode} before {pattern!r}:\n"
-                                     + self.log()[-4000:])
+                raise AssertionError(
+                    f"app exited {self.proc.returncode} before {pattern!r}:\n" + self.log()[-4000:]
+                )
             time.sleep(0.2)
         raise AssertionError(f"no {pattern!r} within {timeout} s:\n" + self.log()[-4000:])
 
@@ -128,8 +129,9 @@ class App:
         self._out.close()
 
 
-def wait_for_totals(output_dir: Path, expected: dict[str, int], app: App | None = None,
-                    timeout: float = 90) -> dict[str, int]:
+def wait_for_totals(
+    output_dir: Path, expected: dict[str, int], app: App | None = None, timeout: float = 90
+) -> dict[str, int]:
     """Poll `streaming-app totals`' data until it equals `expected`; fail with the last seen."""
     deadline = time.monotonic() + timeout
     seen: dict[str, int] = {}
@@ -141,8 +143,11 @@ def wait_for_totals(output_dir: Path, expected: dict[str, int], app: App | None 
         if app is not None and app.proc.poll() is not None:
             break
         time.sleep(0.3)
-    diff = {w: (seen.get(w), expected.get(w)) for w in set(seen) | set(expected)
-            if seen.get(w) != expected.get(w)}
+    diff = {
+        w: (seen.get(w), expected.get(w))
+        for w in set(seen) | set(expected)
+        if seen.get(w) != expected.get(w)
+    }
     log = app.log()[-4000:] if app else ""
     raise AssertionError(f"totals differ (seen, expected): {diff}\n{log}")
 

@@ -15,8 +15,7 @@ from tests.integration.harness import drop_file, make_text, truth, wait_for_tota
 pytestmark = pytest.mark.timeout(480)
 
 
-def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path],
-                                                     start_app: Any) -> None:
+def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], start_app: Any) -> None:
     rng = random.Random(2026)
     texts: list[str] = []
 

@@ -14,14 +14,22 @@ pytestmark = pytest.mark.timeout(300)
 
 def socket_args(dirs: dict[str, Path], port: int) -> list[str]:
     return [
-        "--source", "socket",
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--checkpoint-dir", str(dirs["checkpoint"]),
-        "--output-dir", str(dirs["output"]),
-        "--sink", "files",
-        "--batch-interval", "1",
-        "--spark-conf", "spark.ui.enabled=false",
+        "--source",
+        "socket",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--checkpoint-dir",
+        str(dirs["checkpoint"]),
+        "--output-dir",
+        str(dirs["output"]),
+        "--sink",
+        "files",
+        "--batch-interval",
+        "1",
+        "--spark-conf",
+        "spark.ui.enabled=false",
     ]
 
 
@@ -38,8 +46,9 @@ def test_socket_source_counts_exactly(dirs: dict[str, Path], start_app: Any) -> 
         server.close()
 
 
-def test_unreachable_socket_is_retried_with_a_warning(dirs: dict[str, Path],
-                                                      start_app: Any) -> None:
+def test_unreachable_socket_is_retried_with_a_warning(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
     port = free_port()
     app = start_app(*socket_args(dirs, port))
     app.wait_for_log(r"WARNING .*receiver SocketReceiver-0: .*Spark keeps retrying")
