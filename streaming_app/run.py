@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -72,11 +73,27 @@ def ensure_writable_dir(key: str, path: str) -> None:
         raise ConfigError(f"{key} {path}: not writable ({exc.strerror or exc})") from None
 
 
+_EXCEPTION_LINE = re.compile(
+    r"^(?::\s*)?((?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Exception|Error)): (.+)"
+)
+# Exceptions that only wrap the one that says what went wrong.
+_WRAPPERS = {"py4j.protocol.Py4JJavaError", "org.apache.spark.SparkException"}
+
+
+def failure_summary(text: str) -> str:
+    """One line for a Java/Python failure text: its innermost informative exception."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    causes = [m for line in lines if (m := _EXCEPTION_LINE.match(line))]
+    informative = [m for m in causes if m.group(1) not in _WRAPPERS]
+    if informative:
+        last = informative[-1]
+        return f"{last.group(1).rsplit('.', 1)[-1]}: {last.group(2)}"
+    return lines[0] if lines else "unknown error"
+
+
 def _java_summary(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else str(exc)
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return failure_summary(str(java.toString()) if java is not None else str(exc))
 
 
 def get_or_create(config: AppConfig) -> tuple[Any, bool]:
@@ -166,7 +183,9 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
         try:
             ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
         except Py4JError as exc:
-            raise StreamingFailedError(f"streaming failed: {_java_summary(exc)}") from None
+            raise StreamingFailedError(
+                f"streaming failed: {_java_summary(exc)}; a restart resumes from the checkpoint"
+            ) from None
         if ended:
             raise StreamingFailedError("the streaming context stopped unexpectedly")
         if stop.event.is_set():
