@@ -47,24 +47,18 @@ def start_app(tmp_path: Path) -> Iterator[object]:
         app.stop_if_running()
 
 
-def files_args(dirs: dict[str, Path], *extra: str) -> list[str]:
-    """The command line of a files-source run with the files sink, fast settings."""
+def common_args(dirs: dict[str, Path]) -> list[str]:
+    """Checkpoint, files sink and fast settings shared by every test run of the app."""
     return [
-        "--source",
-        "files",
-        "--input-dir",
-        str(dirs["input"]),
-        "--checkpoint-dir",
-        str(dirs["checkpoint"]),
-        "--output-dir",
-        str(dirs["output"]),
-        "--sink",
-        "files",
-        "--batch-interval",
-        "1",
-        "--checkpoint-interval",
-        "2",
-        "--spark-conf",
-        "spark.ui.enabled=false",
-        *extra,
-    ]
+        "--checkpoint-dir", str(dirs["checkpoint"]),
+        "--output-dir", str(dirs["output"]),
+        "--sink", "files",
+        "--batch-interval", "1",
+        "--checkpoint-interval", "2",
+        "--spark-conf", "spark.ui.enabled=false",
+    ]  # fmt: skip
+
+
+def files_args(dirs: dict[str, Path], *extra: str) -> list[str]:
+    """The command line of a files-source run with the files sink."""
+    return ["--source", "files", "--input-dir", str(dirs["input"]), *common_args(dirs), *extra]

@@ -7,30 +7,14 @@ from typing import Any
 
 import pytest
 
+from tests.integration.conftest import common_args
 from tests.integration.harness import LineServer, free_port, truth, wait_for_totals
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def socket_args(dirs: dict[str, Path], port: int) -> list[str]:
-    return [
-        "--source",
-        "socket",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--checkpoint-dir",
-        str(dirs["checkpoint"]),
-        "--output-dir",
-        str(dirs["output"]),
-        "--sink",
-        "files",
-        "--batch-interval",
-        "1",
-        "--spark-conf",
-        "spark.ui.enabled=false",
-    ]
+    return ["--source", "socket", "--host", "127.0.0.1", "--port", str(port), *common_args(dirs)]
 
 
 LINES = ["the quick brown fox", "jumps over the lazy dog", "the end"] * 20
