@@ -20,6 +20,8 @@ ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
 SOURCES = ("socket", "files", "kafka")
 SINKS = ("console", "files")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Spark durations are whole milliseconds; a year is plenty for any interval or run time.
+MAX_SECONDS = 366 * 24 * 3600.0
 
 
 def _str(raw: str) -> str:
@@ -45,9 +47,11 @@ def _seconds(raw: str) -> float:
         value = float(raw.strip())
     except ValueError:
         raise ValueError(f"{raw.strip()!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
+    if not value > 0:
         raise ValueError(f"must be a positive number of seconds, got {raw.strip()}")
-    if abs(value * 1000 - round(value * 1000)) > 1e-6:
+    if value > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS:.0f} seconds (366 days), got {raw.strip()}")
+    if abs(value * 1000 - round(value * 1000)) > 1e-6 or round(value * 1000) < 1:
         raise ValueError(f"must be a whole number of milliseconds, got {raw.strip()}")
     return value
 
@@ -183,7 +187,8 @@ def is_local_path(path: str) -> bool:
 def _read_ini(
     path: str, raw: dict[str, tuple[str, str]], spark: dict[str, str], errors: list[str]
 ) -> None:
-    parser = configparser.ConfigParser(interpolation=None)
+    # No default section: configparser would copy [DEFAULT] keys into every section.
+    parser = configparser.ConfigParser(interpolation=None, default_section="\0")
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
         with open(path, encoding="utf-8") as handle:
@@ -231,7 +236,8 @@ def load_config(
             errors.append(f"environment {name}: unknown setting")
     for key, flag_value in (cli or {}).items():
         if flag_value is not None:
-            raw[key] = (flag_value, f"--{key.replace('_', '-')}")
+            flag = "--sink" if key == "sinks" else f"--{key.replace('_', '-')}"
+            raw[key] = (flag_value, flag)
     for item in spark_conf:
         name, sep, value = item.partition("=")
         if not sep or not name.startswith("spark."):

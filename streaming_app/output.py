@@ -11,7 +11,8 @@ from streaming_app.errors import OutputError
 TOTALS_PREFIX = "totals-"
 TEMP_PREFIX = "_tmp-totals-"
 SUCCESS_MARKER = "_SUCCESS"
-_TOTALS_NAME = re.compile(r"^totals-(\d+)$")
+_TOTALS_NAME = re.compile(r"^totals-([0-9]+)$")
+_TEMP_NAME = re.compile(r"^_tmp-totals-([0-9]+)$")
 
 
 def totals_name(batch_ms: int) -> str:
@@ -41,8 +42,8 @@ def to_prune(names: Iterable[str], keep: int, current_ms: int) -> list[str]:
     batches = sorted((b for b in map(batch_of, names) if b is not None), reverse=True)
     doomed = [totals_name(b) for b in batches[keep:]]
     for name in names:
-        suffix = name[len(TEMP_PREFIX) :]
-        if name.startswith(TEMP_PREFIX) and suffix.isdigit() and int(suffix) < current_ms:
+        temp = _TEMP_NAME.match(name)
+        if temp and int(temp.group(1)) < current_ms:
             doomed.append(name)
     return doomed
 
@@ -77,7 +78,7 @@ def read_totals_dir(path: str) -> dict[str, int]:
         with open(part, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
                 word, sep, count = line.rstrip("\n").rpartition("\t")
-                if not sep or not count.isdigit():
+                if not sep or not (count.isascii() and count.isdigit()):
                     raise OutputError(f"{part}:{number}: malformed line {line.rstrip()!r}")
                 totals[word] = int(count)
     return totals

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
@@ -20,10 +21,15 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 
 def tokenize(line: str, pattern: str = DEFAULT_TOKEN_PATTERN, lowercase: bool = True) -> list[str]:
-    """Split a line into words: every match of `pattern`, lower-cased unless told not to."""
-    if lowercase:
-        line = line.lower()
-    return _compiled(pattern).findall(line)
+    """Split a line into words: every match of `pattern`, lower-cased unless told not to.
+
+    The line is NFC-normalized first, so "café" counts as one word however it was encoded.
+    Words are lower-cased after matching: lower-casing can add combining marks ("İ").
+    """
+    if not unicodedata.is_normalized("NFC", line):
+        line = unicodedata.normalize("NFC", line)
+    words: list[str] = _compiled(pattern).findall(line)
+    return [word.lower() for word in words] if lowercase else words
 
 
 def count_words(

@@ -1,0 +1,114 @@
+"""The JVM-free parts of run.py: the writable-directory check and the stop request."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
+from streaming_app.run import StopRequest, ensure_writable_dir, failure_summary
+
+
+def test_ensure_writable_dir_creates_missing_parents(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "checkpoint"
+    ensure_writable_dir("checkpoint_dir", str(target))
+    assert target.is_dir()
+    assert list(target.iterdir()) == []  # the write probe is cleaned up
+
+
+def test_ensure_writable_dir_leaves_existing_content(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("x")
+    ensure_writable_dir("output_dir", str(tmp_path))
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_ensure_writable_dir_under_a_file_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "checkpoint"
+    with pytest.raises(ConfigError) as info:
+        ensure_writable_dir("checkpoint_dir", str(target))
+    assert str(info.value).startswith(f"checkpoint_dir {target}: not writable")
+    assert info.value.exit_code == EXIT_USAGE
+
+
+def test_ensure_writable_dir_on_a_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_text("x")
+    with pytest.raises(ConfigError, match="output_dir"):
+        ensure_writable_dir("output_dir", str(path))
+
+
+@pytest.mark.parametrize("uri", ["hdfs://namenode:8020/ck", "s3a://bucket/ck"])
+def test_ensure_writable_dir_skips_uris(
+    uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ensure_writable_dir("checkpoint_dir", uri)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_first_signal_requests_a_stop() -> None:
+    stop = StopRequest()
+    assert not stop.event.is_set()
+    stop._handle(signal.SIGTERM, None)
+    assert stop.event.is_set()
+    assert stop.reason == "SIGTERM"
+
+
+def test_second_signal_exits_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    class ExitCalledError(Exception):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise ExitCalledError(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)  # run.py calls os._exit
+    stop = StopRequest()
+    stop._handle(signal.SIGINT, None)
+    with pytest.raises(ExitCalledError) as info:
+        stop._handle(signal.SIGTERM, None)
+    assert info.value.args == (EXIT_INTERRUPTED,)
+    assert stop.reason == "SIGINT"
+
+
+def test_install_routes_sigterm_and_sigint() -> None:
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopRequest()
+    try:
+        stop.install()
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+        assert signal.getsignal(signal.SIGINT) == stop._handle
+        os.kill(os.getpid(), signal.SIGTERM)  # safe: our handler is in place
+        assert stop.event.wait(5)
+        assert stop.reason == "SIGTERM"
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+PYTHON_FAILURE = """org.apache.spark.SparkException: An exception was raised by Python:
+Traceback (most recent call last):
+  File "/app/streaming_app/sinks.py", line 59, in write_totals
+py4j.protocol.Py4JJavaError: An error occurred while calling o539.saveAsTextFile.
+: org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/out
+\tat org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:1)
+"""
+
+
+def test_failure_summary_names_the_innermost_informative_exception() -> None:
+    assert failure_summary(PYTHON_FAILURE) == (
+        "ParentNotDirectoryException: Parent path is not a directory: file:/out"
+    )
+
+
+def test_failure_summary_keeps_a_lone_wrapper_message() -> None:
+    text = "org.apache.spark.SparkException: Failed to read checkpoint from directory /c\n\tat x"
+    assert failure_summary(text) == text.splitlines()[0]
+
+
+def test_failure_summary_of_nothing() -> None:
+    assert failure_summary("  \n") == "unknown error"

@@ -1,0 +1,102 @@
+"""The tokenizer, per-partition pre-aggregation and the running-total update."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming_app.text import add_counts, count_words, tokenize, update_count
+
+
+def test_tokenize_lowercases_by_default() -> None:
+    assert tokenize("The Cat SAT on THE mat") == ["the", "cat", "sat", "on", "the", "mat"]
+
+
+def test_tokenize_keeps_case_when_lowercase_is_off() -> None:
+    assert tokenize("The Cat SAT", lowercase=False) == ["The", "Cat", "SAT"]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("hello, world!", ["hello", "world"]),
+        ("  tabs\tand\r\nnewlines  ", ["tabs", "and", "newlines"]),
+        ("a-b.c;d:e/f", ["a", "b", "c", "d", "e", "f"]),
+        ('(parens) [brackets] "quotes" {braces}', ["parens", "brackets", "quotes", "braces"]),
+        ("daisy-chain, waistcoat-pocket", ["daisy", "chain", "waistcoat", "pocket"]),
+        ("", []),
+        ("... !!! --- ", []),
+    ],
+)
+def test_tokenize_splits_on_punctuation_and_whitespace(line: str, words: list[str]) -> None:
+    assert tokenize(line) == words
+
+
+def test_inner_apostrophes_are_kept() -> None:
+    assert tokenize("Don't stop, it’s fine") == ["don't", "stop", "it’s", "fine"]
+
+
+def test_leading_trailing_and_doubled_apostrophes_separate_words() -> None:
+    assert tokenize("'tis the dogs' 'bone' a''b") == ["tis", "the", "dogs", "bone", "a", "b"]
+
+
+def test_replacement_character_and_underscores_separate_words() -> None:
+    assert tokenize("foo\ufffdbar snake_case __x__") == ["foo", "bar", "snake", "case", "x"]
+
+
+def test_letters_and_digits_of_any_script_are_words() -> None:
+    assert tokenize("Ünïcödé Straße 42 日本語 v2") == ["ünïcödé", "straße", "42", "日本語", "v2"]
+
+
+@pytest.mark.parametrize("word", ["Straße", "ÉCOLE", "İstanbul"])
+def test_lowercasing_does_not_change_how_a_word_splits(word: str) -> None:
+    # One word stays one word whether or not it is lower-cased first.
+    assert len(tokenize(word, lowercase=False)) == 1
+    assert len(tokenize(word)) == 1
+
+
+def test_custom_pattern_replaces_the_default() -> None:
+    assert tokenize("a-b c_d e.f", pattern=r"\S+") == ["a-b", "c_d", "e.f"]
+    assert tokenize("ab1 cd22 x", pattern=r"\d+") == ["1", "22"]
+
+
+def test_custom_pattern_with_lowercase_off() -> None:
+    assert tokenize("Foo-BAR baz", pattern=r"[^\s-]+", lowercase=False) == ["Foo", "BAR", "baz"]
+
+
+def test_count_words_pre_aggregates_one_pair_per_distinct_word() -> None:
+    pairs = list(count_words(["a b a", "B a", "", "c"]))
+    assert sorted(pairs) == [("a", 3), ("b", 2), ("c", 1)]
+    assert len({word for word, _ in pairs}) == len(pairs)
+
+
+def test_count_words_takes_a_partition_iterator_and_the_tokenizer_options() -> None:
+    lines = iter(["A a-a", "A"])
+    assert sorted(count_words(lines, pattern=r"\S+", lowercase=False)) == [("A", 2), ("a-a", 1)]
+
+
+def test_count_words_of_an_empty_partition_is_empty() -> None:
+    assert list(count_words([])) == []
+
+
+def test_add_counts_adds() -> None:
+    assert add_counts(2, 3) == 5
+
+
+def test_update_count_without_state_or_values_stays_absent() -> None:
+    assert update_count([], None) is None
+
+
+def test_update_count_without_state_starts_from_the_new_values() -> None:
+    assert update_count([2, 3], None) == 5
+
+
+def test_update_count_adds_new_values_to_the_total() -> None:
+    assert update_count([4, 1], 10) == 15
+
+
+def test_update_count_keeps_the_total_when_nothing_is_new() -> None:
+    assert update_count([], 7) == 7
+
+
+def test_update_count_accepts_any_iterable() -> None:
+    assert update_count(iter([1, 1, 1]), 2) == 5
