@@ -20,8 +20,18 @@ ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
 SOURCES = ("socket", "files", "kafka")
 SINKS = ("console", "files")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_SECRET_KEY = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
 # Spark durations are whole milliseconds; a year is plenty for any interval or run time.
 MAX_SECONDS = 366 * 24 * 3600.0
+
+
+def spark_seconds(milliseconds: int) -> float:
+    """Seconds for PySpark's duration arguments, which it truncates: int(seconds * 1000).
+
+    ms / 1000 can come back as ms - 1 (int(2.01 * 1000) == 2009); half a millisecond
+    more always truncates to exactly `milliseconds`.
+    """
+    return (milliseconds + 0.5) / 1000
 
 
 def _str(raw: str) -> str:
@@ -149,6 +159,14 @@ class AppConfig:
             return 10 * self.batch_ms
         return round(self.checkpoint_interval * 1000)
 
+    def __repr__(self) -> str:
+        # Spark settings may carry credentials (fs.s3a.secret.key, ...): never show them.
+        shown = [
+            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "spark_conf"
+        ]
+        spark = {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in self.spark_conf}
+        return f"AppConfig({', '.join(shown)}, spark_conf={spark!r})"
+
     def advisories(self) -> list[str]:
         """Warnings about settings that work but are probably not what the user wants."""
         notes = []
@@ -241,7 +259,7 @@ def load_config(
     for item in spark_conf:
         name, sep, value = item.partition("=")
         if not sep or not name.startswith("spark."):
-            errors.append(f"--spark-conf {item!r}: expected spark.KEY=VALUE")
+            errors.append(f"--spark-conf {name.strip()!r}: expected spark.KEY=VALUE")
         else:
             spark[name.strip()] = value.strip()
 
@@ -254,13 +272,16 @@ def load_config(
         except ValueError as exc:
             errors.append(f"{origin}: {exc}")
     config = AppConfig(**values, spark_conf=tuple(sorted(spark.items())))
-    _validate(config, origins, errors)
+    failed = set(raw) - set(values)
+    _validate(config, origins, failed, errors)
     if errors:
         raise ConfigError("; ".join(errors))
     return _resolved(config)
 
 
-def _validate(config: AppConfig, origins: Mapping[str, str], errors: list[str]) -> None:
+def _validate(
+    config: AppConfig, origins: Mapping[str, str], failed: set[str], errors: list[str]
+) -> None:
     def where(key: str) -> str:
         return origins.get(key, key)
 
@@ -270,7 +291,9 @@ def _validate(config: AppConfig, origins: Mapping[str, str], errors: list[str]) 
         errors.append(f"{where('top_n')}: must be at least 1, got {config.top_n}")
     if config.output_keep < 1:
         errors.append(f"{where('output_keep')}: must be at least 1, got {config.output_keep}")
-    if config.checkpoint_ms % config.batch_ms:
+    if not failed & {"batch_interval", "checkpoint_interval"} and (
+        config.checkpoint_ms % config.batch_ms
+    ):
         errors.append(
             f"{where('checkpoint_interval')}: must be a multiple of the batch interval "
             f"({config.batch_interval:g} s), got {config.checkpoint_ms / 1000:g} s"

@@ -9,12 +9,21 @@ from typing import cast
 from pyspark import SparkConf, SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
-from streaming_app.config import AppConfig
+from streaming_app.config import AppConfig, spark_seconds
 from streaming_app.sinks import attach_sinks
 from streaming_app.sources import build_source
 from streaming_app.text import add_counts, count_words, update_count
 
 log = logging.getLogger(__name__)
+
+# Spark settings the app relies on; conf/spark-defaults.conf or --spark-conf may override.
+ESSENTIAL_SPARK_CONF = {
+    # SIGTERM to the JVM also finishes the batches in flight.
+    "spark.streaming.stopGracefullyOnShutdown": "true",
+    # The batched block-metadata log is closed before a graceful stop has allocated the
+    # last received blocks, so the stop would wait out its whole timeout.
+    "spark.streaming.driver.writeAheadLog.allowBatching": "false",
+}
 
 
 def create_context(config: AppConfig) -> StreamingContext:
@@ -32,11 +41,20 @@ def create_context(config: AppConfig) -> StreamingContext:
         config.checkpoint_dir,
     )
     conf = SparkConf().setAppName(config.app_name)
+    for key, value in ESSENTIAL_SPARK_CONF.items():
+        conf.setIfMissing(key, value)
+    # Set, not setIfMissing: the launcher turns progress bars on for pyspark-shell, and
+    # they would garble the console sink's lines. --spark-conf can still turn them on.
+    conf.set("spark.ui.showConsoleProgress", "false")
+    if config.source == "socket":
+        # Received lines go to a write-ahead log in the checkpoint directory, so that
+        # batches recomputed after a restart still have their input (otherwise the
+        # totals would fall back to the last state checkpoint).
+        conf.set("spark.streaming.receiver.writeAheadLog.enable", "true")
     for key, value in config.spark_conf:
         conf.set(key, value)
     sc = SparkContext.getOrCreate(conf)
-    # PySpark's hints say int, but it takes fractional seconds (it multiplies by 1000).
-    ssc = StreamingContext(sc, config.batch_interval)  # type: ignore[arg-type]
+    ssc = StreamingContext(sc, spark_seconds(config.batch_ms))  # type: ignore[arg-type]
     ssc.checkpoint(config.checkpoint_dir)
 
     lines = build_source(ssc, config)
@@ -45,6 +63,6 @@ def create_context(config: AppConfig) -> StreamingContext:
     ).reduceByKey(add_counts)
     # update_count only returns None for keys that never had a count, so no total is None.
     totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update_count))
-    totals.checkpoint(config.checkpoint_ms / 1000)  # type: ignore[arg-type]
+    totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
     attach_sinks(totals, config.sinks, config.top_n, config.output_dir, config.output_keep)
     return ssc

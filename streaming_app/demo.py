@@ -107,14 +107,21 @@ def run_demo(
     output_dir: str | None,
 ) -> int:
     """Serve the sample text and run the app on it locally; returns the exit code."""
-    from streaming_app.run import run
+    from streaming_app.run import ensure_writable_dir, run
 
     temporary = checkpoint_dir is None
     checkpoint_dir = os.path.abspath(checkpoint_dir or tempfile.mkdtemp(prefix="streaming-app-"))
+    ensure_writable_dir("--checkpoint-dir", checkpoint_dir)
+    if output_dir:
+        ensure_writable_dir("--output-dir", output_dir)
+    serve_port = _demo_port(checkpoint_dir, port)
     try:
-        server = LineServer(sample_lines(), rate, _demo_port(checkpoint_dir, port))
+        server = LineServer(sample_lines(), rate, serve_port)
     except OSError as exc:
-        raise ConfigError(f"--port: cannot listen on {LOOPBACK}:{port}: {exc.strerror}") from None
+        where = "--port" if serve_port == port else f"port remembered in {checkpoint_dir}"
+        raise ConfigError(
+            f"{where}: cannot listen on {LOOPBACK}:{serve_port}: {exc.strerror or exc}"
+        ) from None
     _remember_port(checkpoint_dir, server.port)
     settings = {
         "source": "socket",
@@ -123,7 +130,8 @@ def run_demo(
         "master": "local[2]",
         "checkpoint_dir": checkpoint_dir,
         "batch_interval": str(batch_interval),
-        "checkpoint_interval": str(batch_interval * 5),
+        # Five batches: within the usual guidance, and a visible state checkpoint soon.
+        "checkpoint_interval": str(round(batch_interval * 5, 3)),
         "duration": str(duration) if duration else "",
         "sinks": "console,files" if output_dir else "console",
         "output_dir": output_dir or "",

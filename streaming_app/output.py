@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable
 
 from streaming_app.errors import OutputError
@@ -23,6 +24,11 @@ def totals_name(batch_ms: int) -> str:
 def temp_name(batch_ms: int) -> str:
     """Name under which a batch's totals are written before the atomic rename."""
     return f"{TEMP_PREFIX}{batch_ms}"
+
+
+def replaced_name(batch_ms: int) -> str:
+    """Name a batch's previous totals are moved to while a replay replaces them."""
+    return f"_replaced-totals-{batch_ms}"
 
 
 def batch_of(name: str) -> int | None:
@@ -84,13 +90,23 @@ def read_totals_dir(path: str) -> dict[str, int]:
     return totals
 
 
-def read_totals(output_dir: str) -> tuple[int | None, dict[str, int]]:
+def read_totals(output_dir: str, attempts: int = 5) -> tuple[int | None, dict[str, int]]:
     """The current totals of a files sink output dir and the batch time they are as of."""
-    latest = latest_totals_dir(output_dir)
-    if latest is None:
-        return None, {}
-    batch, path = latest
-    return batch, read_totals_dir(path)
+    for attempt in range(attempts):
+        latest = latest_totals_dir(output_dir)
+        if latest is None:
+            return None, {}
+        batch, path = latest
+        try:
+            return batch, read_totals_dir(path)
+        except FileNotFoundError:
+            # Pruned or being replaced by the running app just now: look again.
+            if attempt == attempts - 1:
+                raise OutputError(f"{path} keeps disappearing while being read") from None
+            time.sleep(0.05)
+        except OSError as exc:
+            raise OutputError(f"{path}: {exc.strerror or exc}") from None
+    raise AssertionError("unreachable")
 
 
 def format_totals(totals: dict[str, int]) -> list[str]:

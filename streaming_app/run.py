@@ -91,9 +91,24 @@ def failure_summary(text: str) -> str:
     return lines[0] if lines else "unknown error"
 
 
-def _java_summary(exc: BaseException) -> str:
+def _failure_text(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)
-    return failure_summary(str(java.toString()) if java is not None else str(exc))
+    return str(java.toString()) if java is not None else str(exc)
+
+
+def ensure_readable_dir(key: str, path: str) -> None:
+    """Create a local directory if missing and check it can be listed, or raise ConfigError."""
+    if not is_local_path(path):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        os.listdir(path)
+    except OSError as exc:
+        raise ConfigError(f"{key} {path}: not readable ({exc.strerror or exc})") from None
+
+
+def _java_summary(exc: BaseException) -> str:
+    return failure_summary(_failure_text(exc))
 
 
 def get_or_create(config: AppConfig) -> tuple[Any, bool]:
@@ -111,9 +126,12 @@ def get_or_create(config: AppConfig) -> tuple[Any, bool]:
     try:
         ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
     except Exception as exc:
-        if created:
+        summary = _java_summary(exc)
+        if created or "Failed to read checkpoint" not in _failure_text(exc):
+            # Not the checkpoint's fault (Java missing, a bad master, HDFS down): a
+            # restart may well succeed, so this is a crash, not exit 3.
             raise StreamingFailedError(
-                f"could not create the streaming context: {_java_summary(exc)}"
+                f"could not start the streaming context: {summary}"
             ) from None
         raise CheckpointError(
             f"cannot recover from checkpoint {config.checkpoint_dir}: {_java_summary(exc)}. "
@@ -186,10 +204,12 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
             raise StreamingFailedError(
                 f"streaming failed: {_java_summary(exc)}; a restart resumes from the checkpoint"
             ) from None
+        if stop.event.is_set():
+            # Checked first: a signal sent to the whole process group also makes the
+            # JVM stop the context itself (stopGracefullyOnShutdown).
+            return stop.reason
         if ended:
             raise StreamingFailedError("the streaming context stopped unexpectedly")
-        if stop.event.is_set():
-            return stop.reason
         if deadline is not None and time.monotonic() >= deadline:
             return f"duration of {duration:g} s reached"
 
@@ -200,7 +220,7 @@ def run(config: AppConfig) -> int:
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)
     if config.source == "files" and config.input_dir:
-        ensure_writable_dir("input_dir", config.input_dir)
+        ensure_readable_dir("input_dir", config.input_dir)
     for note in config.advisories():
         log.warning("%s", note)
     prepare_spark_env(config)
@@ -218,14 +238,20 @@ def run(config: AppConfig) -> int:
     if under_spark_submit() and ssc.sparkContext.master != config.master:
         log.info("master %s comes from spark-submit", ssc.sparkContext.master)
     ssc.addStreamingListener(LoggingListener())
-    ssc.start()
     try:
+        ssc.start()
         reason = await_stop(ssc, stop, config.duration)
     except StreamingFailedError:
         _stop_quietly(ssc)
         raise
+    except Exception as exc:  # start() rejected the graph or could not restore it
+        _stop_quietly(ssc)
+        raise StreamingFailedError(f"could not start streaming: {_java_summary(exc)}") from None
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
-    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    try:
+        ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    except Exception as exc:  # the JVM got the signal too and is already going down
+        log.warning("Spark was already shutting down: %s", _java_summary(exc))
     log.info("Stopped")
     return EXIT_OK
 

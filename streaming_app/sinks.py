@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from streaming_app.output import format_total, temp_name, to_prune, totals_name
+from streaming_app.output import format_total, replaced_name, temp_name, to_prune, totals_name
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -58,10 +58,15 @@ def write_totals(
     fs.delete(temp)  # left over from a run killed while writing this batch
     rdd.map(format_total).saveAsTextFile(temp)
     if fs.exists(final):
-        # A replay of a batch that completed before the crash: replace it with the
-        # identical content rather than trusting what a dying process left.
-        fs.delete(final)
-    fs.rename(temp, final)
+        # A replay of a batch that completed before the crash. Its content is the same
+        # unless a file arrived late; renames keep the gap a reader can see tiny.
+        aside = _join(output_dir, replaced_name(batch_ms))
+        fs.delete(aside)
+        fs.rename(final, aside)
+        fs.rename(temp, final)
+        fs.delete(aside)
+    else:
+        fs.rename(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms):
         fs.delete(_join(output_dir, name))
     log.debug("wrote totals batch_time_ms=%d path=%s", batch_ms, final)

@@ -175,8 +175,15 @@ class LineServer:
             with conn:
                 conn.sendall("".join(line + "\n" for line in self.lines).encode("utf-8"))
                 self.lines = []  # a reconnecting receiver must not get them twice
-                while not self._stop.wait(0.2):
-                    pass
+                conn.settimeout(0.2)
+                while not self._stop.is_set():  # until the receiver hangs up
+                    try:
+                        if not conn.recv(1024):
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
 
     def close(self) -> None:
         """Stop serving."""

@@ -63,6 +63,7 @@ def test_sigterm_stops_gracefully_and_the_restart_resumes(
     second = start_app(*files_args(dirs))
     second.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
     assert "Creating new context" not in second.log()
+    assert "Started new streaming context" not in second.log()
     texts.append(make_text(rng, 40))
     drop_file(dirs["input"], "after-restart.txt", texts[-1].encode())
     wait_for_totals(dirs["output"], truth(texts), second)

@@ -36,6 +36,7 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
         app = start_app(*files_args(dirs))
         app.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
         assert "Creating new context" not in app.log(), "the factory ran on recovery"
+        assert "Started new streaming context" not in app.log()
         add(f"r{kill + 2}-a.txt")
         wait_for_totals(dirs["output"], truth(texts), app)
     # Some more batches run: a replay would show as doubled totals now.

@@ -163,6 +163,7 @@ def test_netcat_demo_counts_what_is_typed_into_nc(tmp_path: Path) -> None:
                 os.killpg(app_pid, signal.SIGKILL)
 
 
+@pytest.mark.timeout(120)
 def test_scripts_say_clearly_that_java_is_missing(tmp_path: Path) -> None:
     # A PATH with the tools the scripts use, but no java.
     bin_dir = tmp_path / "bin"

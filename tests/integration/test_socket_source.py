@@ -43,3 +43,21 @@ def test_unreachable_socket_is_retried_with_a_warning(
         assert app.terminate() == 0
     finally:
         server.close()
+
+
+def test_socket_totals_survive_a_graceful_restart(dirs: dict[str, Path], start_app: Any) -> None:
+    # Without the receiver write-ahead log the restarted job would recompute the batches
+    # after the last state checkpoint from lost blocks, and totals would go back.
+    more = ["a second run", "of the socket source"] * 7
+    server = LineServer(LINES)
+    try:
+        app = start_app(*socket_args(dirs, server.port))
+        wait_for_totals(dirs["output"], truth(LINES), app)
+        assert app.terminate() == 0
+        server.lines = more  # what the next connection gets
+        again = start_app(*socket_args(dirs, server.port))
+        again.wait_for_log(r"Recovered streaming context")
+        wait_for_totals(dirs["output"], truth(LINES + more), again)
+        assert again.terminate() == 0
+    finally:
+        server.close()

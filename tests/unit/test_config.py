@@ -269,10 +269,31 @@ def test_cli_spark_conf_beats_spark_section(tmp_path: Path) -> None:
     assert config.spark_conf == (("spark.a", "cli"), ("spark.b", "file"), ("spark.c", "x=y"))
 
 
-@pytest.mark.parametrize("item", ["ui.enabled=false", "spark.ui.enabled"])
-def test_bad_spark_conf_item(item: str) -> None:
+@pytest.mark.parametrize(
+    ("item", "key"), [("ui.enabled=false", "ui.enabled"), ("spark.ui.enabled", "spark.ui.enabled")]
+)
+def test_bad_spark_conf_item(item: str, key: str) -> None:
     message = config_error(env={}, spark_conf=(item,))
-    assert f"--spark-conf {item!r}: expected spark.KEY=VALUE" in message
+    assert f"--spark-conf {key!r}: expected spark.KEY=VALUE" in message
+
+
+def test_a_bad_spark_conf_item_never_echoes_its_value() -> None:
+    message = config_error(env={}, spark_conf=("fs.s3a.secret.key=hunter2",))
+    assert "hunter2" not in message
+
+
+def test_repr_masks_secret_spark_settings() -> None:
+    config = load_config(
+        env={}, spark_conf=("spark.hadoop.fs.s3a.secret.key=hunter2", "spark.ui.port=4050")
+    )
+    assert "hunter2" not in repr(config)
+    assert "'spark.ui.port': '4050'" in repr(config)
+
+
+def test_a_failed_interval_adds_no_false_cross_field_error() -> None:
+    message = config_error(env={}, cli={"batch_interval": "0", "checkpoint_interval": "2.5"})
+    assert "--batch-interval: must be a positive number" in message
+    assert "multiple of the batch interval" not in message
 
 
 # --- validation -----------------------------------------------------------------------

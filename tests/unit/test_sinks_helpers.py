@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from streaming_app.config import spark_seconds
 from streaming_app.sinks import console_line, epoch_ms
 
 
@@ -53,3 +54,13 @@ def test_console_line_format() -> None:
 def test_console_line_drops_sub_seconds_and_shows_empty_batches() -> None:
     line = console_line(datetime(2026, 1, 2, 3, 4, 5, 999_000), [])
     assert line == "Counts at time 2026-01-02 03:04:05 []"
+
+
+@pytest.mark.parametrize("milliseconds", [1, 999, 1000, 2010, 4020, 8030, 12345, 86_400_000])
+def test_spark_seconds_survive_pysparks_truncation(milliseconds: int) -> None:
+    # PySpark turns seconds into a Duration with int(seconds * 1000).
+    assert int(spark_seconds(milliseconds) * 1000) == milliseconds
+
+
+def test_spark_seconds_for_every_interval_up_to_two_minutes() -> None:
+    assert all(int(spark_seconds(ms) * 1000) == ms for ms in range(1, 120_001))
