@@ -134,7 +134,7 @@ def get_or_create(config: AppConfig) -> tuple[Any, bool]:
                 f"could not start the streaming context: {summary}"
             ) from None
         raise CheckpointError(
-            f"cannot recover from checkpoint {config.checkpoint_dir}: {_java_summary(exc)}. "
+            f"cannot recover from checkpoint {config.checkpoint_dir}: {summary}. "
             "It was probably written by another version of streaming_app, Spark or Python. "
             "Move the directory aside to start afresh (totals restart from zero); "
             "see README 'Recovery'"

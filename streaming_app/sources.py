@@ -24,7 +24,7 @@ def socket_lines(ssc: StreamingContext, host: str, port: int) -> DStream[str]:
 def directory_lines(ssc: StreamingContext, input_dir: str) -> DStream[str]:
     """Lines of the files that appear in a directory: replayable, exact across crashes."""
     if is_local_path(input_dir):
-        existing = [n for n in os.listdir(input_dir) if not n.startswith((".", "_"))]
+        existing = [n for n in os.listdir(input_dir) if not n.startswith(".")]
         if existing:
             log.warning(
                 "source: %d file(s) already in %s are not read: only files moved in "
