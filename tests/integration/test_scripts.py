@@ -26,6 +26,17 @@ def script_env() -> dict[str, str]:
     return env
 
 
+def wait_for_text(
+    path: Path, needle: str, proc: subprocess.Popen[bytes], timeout: float = 150
+) -> None:
+    """Wait until a script's log file contains `needle`; fail with the log if it dies first."""
+    deadline = time.monotonic() + timeout
+    while needle not in path.read_text(errors="replace"):
+        assert proc.poll() is None, path.read_text()[-3000:]
+        assert time.monotonic() < deadline, path.read_text()[-3000:]
+        time.sleep(0.3)
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -98,11 +109,7 @@ def test_submit_script_runs_the_app_with_spark_submit(tmp_path: Path) -> None:
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 150
-        while "Started new streaming context" not in log_path.read_text(errors="replace"):
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.3)
+        wait_for_text(log_path, "Started new streaming context", proc)
         text = "spark submit words\nsubmit words\n"
         drop_file(dirs["in"], "a.txt", text.encode())
         wait_for_totals(dirs["out"], truth([text]))
@@ -138,11 +145,7 @@ def test_netcat_demo_counts_what_is_typed_into_nc(tmp_path: Path) -> None:
         )
     app_pid = None
     try:
-        deadline = time.monotonic() + 150
-        while "receiver SocketReceiver-0 started" not in err_path.read_text(errors="replace"):
-            assert proc.poll() is None, err_path.read_text()[-3000:]
-            assert time.monotonic() < deadline, err_path.read_text()[-3000:]
-            time.sleep(0.3)
+        wait_for_text(err_path, "receiver SocketReceiver-0 started", proc)
         app_pid = int(re.search(r"running as pid (\d+)", err_path.read_text()).group(1))  # type: ignore[union-attr]
         assert proc.stdin is not None
         proc.stdin.write(b"hello netcat\nhello world\nhello\n")
