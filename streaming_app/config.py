@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from streaming_app.errors import ConfigError
+from streaming_app.offsets import OUT_OF_RANGE_POLICIES, parse_starting_offsets, parse_topics
 from streaming_app.text import DEFAULT_TOKEN_PATTERN
 
 ENV_PREFIX = "STREAMING_APP_"
@@ -20,6 +21,10 @@ ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
 SOURCES = ("socket", "files", "kafka")
 SINKS = ("console", "files")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+# Settings that are credentials: never shown, never written into the checkpoint.
+SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password"})
 _SECRET_KEY = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
 # Spark durations are whole milliseconds; a year is plenty for any interval or run time.
 MAX_SECONDS = 366 * 24 * 3600.0
@@ -68,6 +73,23 @@ def _seconds(raw: str) -> float:
 
 def _optional_seconds(raw: str) -> float | None:
     return _seconds(raw) if raw.strip() else None
+
+
+def _optional_choice(*choices: str) -> Callable[[str], str | None]:
+    def parse(raw: str) -> str | None:
+        value = raw.strip().upper()
+        if not value:
+            return None
+        if value not in choices:
+            raise ValueError(f"{raw.strip()!r} is not one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _secret(raw: str) -> str | None:
+    # Not stripped: a password may end in a space.
+    return raw or None
 
 
 def _bool(raw: str) -> bool:
@@ -145,6 +167,53 @@ class AppConfig:
     lowercase: bool = _setting("tokenizer", _bool, True, "lower-case words before counting")
     top_n: int = _setting("console", _int, 10, "words shown per batch by the console sink")
     output_keep: int = _setting("output", _int, 10, "totals files kept by the files sink")
+    bootstrap_servers: str = _setting(
+        "kafka", _str, "127.0.0.1:9092", "Kafka brokers, host:port[,host:port]"
+    )
+    topics: tuple[str, ...] = _setting("kafka", parse_topics, (), "topics to read, comma-separated")
+    starting_offsets: str = _setting(
+        "kafka",
+        parse_starting_offsets,
+        "earliest",
+        "where a new stream starts: earliest, latest, committed or topic:partition=offset,...",
+    )
+    max_rate_per_partition: int = _setting(
+        "kafka", _int, 0, "records per second per partition a batch may take [0: no cap]"
+    )
+    group_id: str | None = _setting(
+        "kafka", _optional_str, None, "consumer group to commit processed offsets to [none]"
+    )
+    on_offset_out_of_range: str = _setting(
+        "kafka",
+        _choice(*OUT_OF_RANGE_POLICIES),
+        "fail",
+        "when offsets to read are gone: fail (exit 4) or earliest (records lost, warned)",
+    )
+    max_value_bytes: int = _setting(
+        "kafka", _int, 1048576, "larger message values are skipped and counted"
+    )
+    security_protocol: str = _setting(
+        "kafka",
+        _choice(*(p.lower() for p in SECURITY_PROTOCOLS)),
+        "plaintext",
+        "plaintext, ssl, sasl_plaintext or sasl_ssl",
+    )
+    sasl_mechanism: str | None = _setting(
+        "kafka", _optional_choice(*SASL_MECHANISMS), None, "PLAIN, SCRAM-SHA-256/512, ..."
+    )
+    sasl_plain_username: str | None = _setting("kafka", _optional_str, None, "SASL user name")
+    sasl_plain_password: str | None = _setting(
+        "kafka", _secret, None, "SASL password (never logged)"
+    )
+    ssl_cafile: str | None = _setting("kafka", _optional_str, None, "CA bundle for SSL")
+    ssl_certfile: str | None = _setting("kafka", _optional_str, None, "client certificate")
+    ssl_keyfile: str | None = _setting("kafka", _optional_str, None, "client private key")
+    ssl_password: str | None = _setting(
+        "kafka", _secret, None, "password of the private key (never logged)"
+    )
+    ssl_check_hostname: bool = _setting(
+        "kafka", _bool, True, "check the broker's certificate host name"
+    )
     spark_conf: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -161,11 +230,14 @@ class AppConfig:
 
     def __repr__(self) -> str:
         # Spark settings may carry credentials (fs.s3a.secret.key, ...): never show them.
-        shown = [
-            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name != "spark_conf"
-        ]
+        shown = [f"{f.name}={self.shown(f.name)!r}" for f in fields(self) if f.name != "spark_conf"]
         spark = {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in self.spark_conf}
         return f"AppConfig({', '.join(shown)}, spark_conf={spark!r})"
+
+    def shown(self, key: str) -> Any:
+        """The value of a setting as it may be displayed: credentials are masked."""
+        value = getattr(self, key)
+        return "***" if key in SECRET_SETTINGS and value is not None else value
 
     def advisories(self) -> list[str]:
         """Warnings about settings that work but are probably not what the user wants."""
@@ -301,9 +373,30 @@ def _validate(
     if config.source == "files" and not config.input_dir:
         errors.append("input_dir: required by the files source (--input-dir)")
     if config.source == "kafka":
-        errors.append(f"{where('source')}: the kafka source is not available in this version yet")
+        _validate_kafka(config, where, errors)
     if "files" in config.sinks and not config.output_dir:
         errors.append("output_dir: required by the files sink (--output-dir)")
+
+
+def _validate_kafka(config: AppConfig, where: Callable[[str], str], errors: list[str]) -> None:
+    if not config.topics:
+        errors.append("topics: required by the kafka source (--topics)")
+    if config.starting_offsets == "committed" and not config.group_id:
+        errors.append(f"{where('starting_offsets')}: committed needs a group_id (--group-id)")
+    if config.max_rate_per_partition < 0:
+        errors.append(f"{where('max_rate_per_partition')}: must be 0 (no cap) or more")
+    if config.max_value_bytes < 1:
+        errors.append(f"{where('max_value_bytes')}: must be at least 1")
+    if config.security_protocol.startswith("sasl"):
+        if not config.sasl_mechanism:
+            errors.append(f"sasl_mechanism: required by {where('security_protocol')}")
+        elif config.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+            config.sasl_plain_username and config.sasl_plain_password
+        ):
+            errors.append(
+                f"sasl_plain_username, sasl_plain_password: required by {config.sasl_mechanism}"
+                f" (set the password in the config file or {env_name('sasl_plain_password')})"
+            )
 
 
 def _resolved(config: AppConfig) -> AppConfig:
@@ -320,4 +413,4 @@ def _resolved(config: AppConfig) -> AppConfig:
 def log_config(config: AppConfig, logger: logging.Logger) -> None:
     """Log the effective settings at debug level."""
     for key in SETTINGS:
-        logger.debug("setting %s = %r", key, getattr(config, key))
+        logger.debug("setting %s = %r", key, config.shown(key))

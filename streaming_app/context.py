@@ -65,4 +65,8 @@ def create_context(config: AppConfig) -> StreamingContext:
     totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update_count))
     totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
     attach_sinks(totals, config.sinks, config.top_n, config.output_dir, config.output_keep)
+    if config.source == "kafka":
+        from streaming_app.kafka_source import attach_commit
+
+        attach_commit(totals, config)  # last: a batch is committed once every sink has it
     return ssc

@@ -8,6 +8,7 @@ EXIT_OK = 0
 EXIT_CRASH = 1
 EXIT_USAGE = 2
 EXIT_CHECKPOINT = 3
+EXIT_DATA_LOST = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -35,3 +36,9 @@ class OutputError(StreamingAppError):
 
 class StreamingFailedError(StreamingAppError):
     """The streaming context ended with an error or unexpectedly; a restart resumes it."""
+
+
+class SourceDataLostError(StreamingAppError):
+    """Offsets to read are gone from the broker and the policy is `fail` (exit 4, no restart)."""
+
+    exit_code = EXIT_DATA_LOST

@@ -6,6 +6,8 @@ from typing import Any
 
 from pyspark import SparkContext
 
+from streaming_app.fs import temp_path
+
 
 class HadoopFs:
     """The few FileSystem calls the sinks need, on the filesystem of one base path."""
@@ -41,3 +43,28 @@ class HadoopFs:
     def mkdirs(self, directory: str) -> None:
         """Create a directory and its parents."""
         self._fs.mkdirs(self._path(directory))
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a file."""
+        stream = self._fs.open(self._path(path))
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write a file so that readers see all of it or none: temp file, then rename.
+
+        The target is replaced if it exists (delete, then rename: HDFS's rename does
+        not overwrite); a reader may then briefly see no file, never a partial one.
+        """
+        temp = temp_path(path)
+        out = self._fs.create(self._path(temp), True)
+        try:
+            out.write(bytearray(data))
+            out.hsync()
+        finally:
+            out.close()
+        if self.exists(path):
+            self.delete(path)
+        self.rename(temp, path)

@@ -23,6 +23,8 @@ from streaming_app.errors import (
     EXIT_OK,
     CheckpointError,
     ConfigError,
+    SourceDataLostError,
+    StreamingAppError,
     StreamingFailedError,
 )
 
@@ -192,6 +194,26 @@ class StopRequest:
         self.event.set()
 
 
+# Our own errors raised in driver callbacks or tasks reach us as Java exceptions whose
+# text holds the Python traceback; these keep their exit code (a restart would not help).
+_NO_RESTART_ERRORS = {
+    "SourceDataLostError": SourceDataLostError,
+    "CheckpointError": CheckpointError,
+}
+
+
+def stream_failure(exc: BaseException) -> StreamingAppError:
+    """The error to exit with for a failure of the running stream."""
+    text = _failure_text(exc)
+    for name, error in _NO_RESTART_ERRORS.items():
+        match = re.search(rf"streaming_app\.errors\.{name}: (.+)", text)
+        if match:
+            return error(match.group(1).strip())
+    return StreamingFailedError(
+        f"streaming failed: {failure_summary(text)}; a restart resumes from the checkpoint"
+    )
+
+
 def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
     """Block until a stop is requested or the duration ends; raise if the stream fails."""
     from py4j.protocol import Py4JError
@@ -201,9 +223,7 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
         try:
             ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
         except Py4JError as exc:
-            raise StreamingFailedError(
-                f"streaming failed: {_java_summary(exc)}; a restart resumes from the checkpoint"
-            ) from None
+            raise stream_failure(exc) from None
         if stop.event.is_set():
             # Checked first: a signal sent to the whole process group also makes the
             # JVM stop the context itself (stopGracefullyOnShutdown).
@@ -230,6 +250,10 @@ def run(config: AppConfig) -> int:
 
     stop = StopRequest()
     stop.install()
+    if config.source == "kafka":
+        from streaming_app.kafka_source import configure_runtime
+
+        configure_runtime(config, stop.event)
     ssc, created = get_or_create(config)
     if created:
         log.info("Started new streaming context; checkpoints in %s", config.checkpoint_dir)

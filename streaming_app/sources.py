@@ -1,4 +1,4 @@
-"""Source DStreams of lines: a TCP socket (demos) and a watched directory (replayable)."""
+"""Source DStreams of lines: a TCP socket (demos), a watched directory and Kafka (replayable)."""
 
 from __future__ import annotations
 
@@ -43,4 +43,8 @@ def build_source(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
     if config.source == "files":
         assert config.input_dir is not None
         return directory_lines(ssc, config.input_dir)
+    if config.source == "kafka":
+        from streaming_app.kafka_source import kafka_lines
+
+        return kafka_lines(ssc, config)
     raise ValueError(f"unsupported source {config.source!r}")  # config validation prevents it

@@ -1,0 +1,88 @@
+"""The few file operations the logs need, on the local disk; HadoopFs does the same for URIs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Protocol
+
+
+class FileSystem(Protocol):
+    """What the offset and commit logs need from a filesystem (local or Hadoop)."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def delete(self, path: str) -> None: ...
+
+    def list_names(self, directory: str) -> list[str]: ...
+
+    def mkdirs(self, directory: str) -> None: ...
+
+    def read_bytes(self, path: str) -> bytes: ...
+
+    def write_atomic(self, path: str, data: bytes) -> None: ...
+
+
+def join(base: str, name: str) -> str:
+    """`base/name` for paths and URIs alike."""
+    return base.rstrip("/") + "/" + name
+
+
+def temp_path(path: str) -> str:
+    """The hidden sibling a file is written to before it is renamed into place."""
+    head, _, name = path.rpartition("/")
+    return f"{head}/.{name}.tmp" if head else f".{name}.tmp"
+
+
+class LocalFs:
+    """FileSystem on local paths: used without a JVM (tests, `checkpoint inspect`)."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists."""
+        return os.path.exists(path)
+
+    def delete(self, path: str) -> None:
+        """Delete a file or a directory tree; a missing path is not an error."""
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
+    def list_names(self, directory: str) -> list[str]:
+        """Names of the entries of a directory; empty if it does not exist."""
+        try:
+            return os.listdir(directory)
+        except FileNotFoundError:
+            return []
+
+    def mkdirs(self, directory: str) -> None:
+        """Create a directory and its parents."""
+        os.makedirs(directory, exist_ok=True)
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a file."""
+        with open(path, "rb") as handle:
+            return handle.read()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write a file so that readers see all of it or none: temp file, fsync, rename."""
+        directory = os.path.dirname(path) or "."
+        fd, temp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            self.delete(temp)
+            raise
+        # The rename itself must survive a power cut too.
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

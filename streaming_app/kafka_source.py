@@ -1,0 +1,302 @@
+"""The Kafka source: a deterministic direct stream planned on the driver from an offset log.
+
+A cheap tick stream (an empty watched directory) drives the batches. For each batch time
+`plan_batch` reuses the ranges the offset log holds for it (a replay after recovery) or
+plans new ones and logs them atomically before the batch runs; executors then read
+exactly those ranges. `commit_batch`, the last output operation, marks the batch done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.errors import CheckpointError
+from streaming_app.fs import join
+from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
+from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
+from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms
+from streaming_app.offsets import OffsetRange, cap_for, ends_of, plan_ranges
+from streaming_app.sinks import epoch_ms
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.streaming import DStream, StreamingContext
+
+    from streaming_app.config import AppConfig
+
+log = logging.getLogger(__name__)
+
+TICK_DIR = "kafka-tick"
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """What the Kafka stream captures into the checkpoint: no credentials."""
+
+    checkpoint_dir: str
+    topics: tuple[str, ...]
+    starting_offsets: str
+    max_per_partition: int
+    group_id: str | None
+    on_out_of_range: str
+    max_value_bytes: int
+    batch_ms: int
+    checkpoint_ms: int
+    connection: KafkaConnection
+
+    @classmethod
+    def from_config(cls, config: AppConfig) -> KafkaSettings:
+        """The settings of a new stream."""
+        return cls(
+            checkpoint_dir=config.checkpoint_dir,
+            topics=config.topics,
+            starting_offsets=config.starting_offsets,
+            max_per_partition=cap_for(config.max_rate_per_partition, config.batch_ms),
+            group_id=config.group_id,
+            on_out_of_range=config.on_offset_out_of_range,
+            max_value_bytes=config.max_value_bytes,
+            batch_ms=config.batch_ms,
+            checkpoint_ms=config.checkpoint_ms,
+            connection=KafkaConnection.from_config(config).without_secrets(),
+        )
+
+
+@dataclass
+class _Runtime:
+    """Driver-process state that must not go into the checkpoint."""
+
+    connection: KafkaConnection | None = None  # today's, with credentials
+    stop: threading.Event = field(default_factory=threading.Event)
+    broker: Broker | None = None
+    stats: dict[int, Any] = field(default_factory=dict)  # batch_ms -> accumulator
+    totals: Counter[str] = field(default_factory=Counter)
+    announced: set[str] = field(default_factory=set)
+
+
+_RUNTIME = _Runtime()
+
+
+def configure_runtime(config: AppConfig, stop: threading.Event) -> None:
+    """Give this driver process today's connection settings and the stop signal.
+
+    Connection settings (brokers, credentials) come from the running config, not the
+    checkpoint: credentials are never checkpointed, and brokers may have moved.
+    """
+    _RUNTIME.connection = KafkaConnection.from_config(config)
+    _RUNTIME.stop = stop
+    if _RUNTIME.broker is not None:
+        _RUNTIME.broker.close()
+        _RUNTIME.broker = None
+
+
+def _connection(settings: KafkaSettings) -> KafkaConnection:
+    current = _RUNTIME.connection
+    if current is None:
+        return settings.connection
+    if current.bootstrap_servers != settings.connection.bootstrap_servers:
+        _once(
+            "bootstrap",
+            "bootstrap_servers %s differ from the checkpoint's %s; using %s",
+            current.bootstrap_servers,
+            settings.connection.bootstrap_servers,
+            current.bootstrap_servers,
+        )
+    return current
+
+
+def _once(key: str, message: str, *args: Any) -> None:
+    if key not in _RUNTIME.announced:
+        _RUNTIME.announced.add(key)
+        log.warning(message, *args)
+
+
+def _broker(settings: KafkaSettings) -> Broker:
+    if _RUNTIME.broker is None:
+        _RUNTIME.broker = Broker(_connection(settings))
+    return _RUNTIME.broker
+
+
+def _reset_broker() -> None:
+    if _RUNTIME.broker is not None:
+        _RUNTIME.broker.close()
+
+
+def kafka_lines(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
+    """Message values of the configured topics, one batch per planned set of ranges."""
+    from streaming_app.hadoop_fs import HadoopFs
+
+    settings = KafkaSettings.from_config(config)
+    tick_dir = join(config.checkpoint_dir, TICK_DIR)
+    HadoopFs(ssc.sparkContext, tick_dir).mkdirs(tick_dir)
+    log.info(
+        "source: kafka topics=%s bootstrap_servers=%s starting_offsets=%s "
+        "max_records_per_partition_per_batch=%s (exactly-once across driver crashes)",
+        ",".join(settings.topics),
+        settings.connection.bootstrap_servers,
+        settings.starting_offsets,
+        settings.max_per_partition or "unlimited",
+    )
+    tick = ssc.textFileStream(tick_dir)
+    # The lambda captures only the frozen settings, so it pickles into the checkpoint.
+    return tick.transform(lambda t, rdd: plan_batch(t, rdd, settings))
+
+
+def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> RDD[str]:
+    """The batch's RDD of message values: logged ranges if any, else newly planned ones."""
+    from streaming_app.hadoop_fs import HadoopFs
+
+    batch_ms = epoch_ms(batch_time)
+    sc = rdd.context
+    offsets = OffsetLog(HadoopFs(sc, settings.checkpoint_dir), settings.checkpoint_dir)
+    ranges = offsets.read_ranges(batch_ms)
+    if ranges is not None:
+        log.info(
+            "replaying batch_time_ms=%d from the offset log: %d records in %d ranges",
+            batch_ms,
+            sum(r.size for r in ranges),
+            sum(1 for r in ranges if r.size),
+        )
+    else:
+        ranges = _plan_new(batch_ms, offsets, settings)
+    to_read = [r for r in ranges if r.size > 0]
+    if not to_read:
+        return sc.emptyRDD()  # no tasks at all: an idle batch stays cheap
+    stats = sc.accumulator({}, StatsParam())
+    _RUNTIME.stats[batch_ms] = stats
+    reader = partial(
+        read_range,
+        connection=_connection(settings),
+        max_value_bytes=settings.max_value_bytes,
+        on_out_of_range=settings.on_out_of_range,
+        stats=stats,
+    )
+    return sc.parallelize(to_read, len(to_read)).flatMap(reader)
+
+
+def _plan_new(batch_ms: int, offsets: OffsetLog, settings: KafkaSettings) -> list[OffsetRange]:
+    newest = offsets.newest()
+    if newest is not None and newest[0] > batch_ms:
+        raise CheckpointError(
+            f"the offset log has no entry for batch_time_ms={batch_ms} but has newer ones; "
+            "it was pruned or edited. Move the checkpoint directory aside to start afresh"
+        )
+    want_committed = newest is None and settings.starting_offsets == "committed"
+    broker = _broker(settings)
+    topics = ",".join(settings.topics)
+    current = with_retries(
+        f"reading offsets of {topics} from {broker.connection.bootstrap_servers}",
+        lambda: broker.offsets(settings.topics, settings.group_id, want_committed),
+        _RUNTIME.stop,
+        on_failure=_reset_broker,
+    )
+    if not current.latest:
+        _once(
+            "no-partitions",
+            "topics %s have no partitions on the broker (do they exist?); waiting for them",
+            ",".join(settings.topics),
+        )
+    plan = plan_ranges(
+        ends_of(newest[1]) if newest else None,
+        current,
+        settings.starting_offsets,
+        settings.max_per_partition,
+        settings.on_out_of_range,
+    )
+    for note in plan.notes:
+        log.info("batch_time_ms=%d: %s", batch_ms, note)
+    for warning in plan.warnings:
+        log.warning("batch_time_ms=%d: %s", batch_ms, warning)
+    offsets.write_ranges(batch_ms, plan.ranges)
+    log.debug(
+        "planned batch_time_ms=%d records=%d lag_after=%d",
+        batch_ms,
+        sum(r.size for r in plan.ranges),
+        sum(
+            current.latest[(r.topic, r.partition)] - r.until_offset
+            for r in plan.ranges
+            if (r.topic, r.partition) in current.latest
+        ),
+    )
+    return plan.ranges
+
+
+def commit_batch(batch_time: datetime, settings: KafkaSettings) -> None:
+    """Mark a batch done once every sink has written it; then group commit and prune."""
+    from pyspark import SparkContext
+
+    from streaming_app.hadoop_fs import HadoopFs
+
+    batch_ms = epoch_ms(batch_time)
+    sc = SparkContext.getOrCreate()
+    fs = HadoopFs(sc, settings.checkpoint_dir)
+    offsets = OffsetLog(fs, settings.checkpoint_dir)
+    commits = CommitLog(fs, settings.checkpoint_dir)
+    ranges = offsets.read_ranges(batch_ms) or []
+    counts = _take_stats(batch_ms)
+    commits.write(
+        batch_ms,
+        {"records": sum(r.size for r in ranges), "committed_at_ms": int(time.time() * 1000)},
+    )
+    _log_stats(batch_ms, counts)
+    if settings.group_id and ranges:
+        _commit_group(settings, batch_ms, ranges)
+    before = batch_ms - retention_ms(settings.batch_ms, settings.checkpoint_ms)
+    pruned = offsets.prune(before) + commits.prune(before)
+    if pruned:
+        log.debug("pruned %d log entries older than batch_time_ms=%d", len(pruned), before)
+
+
+def _take_stats(batch_ms: int) -> dict[str, int]:
+    accumulator = _RUNTIME.stats.pop(batch_ms, None)
+    for stale in [t for t in _RUNTIME.stats if t < batch_ms]:
+        del _RUNTIME.stats[stale]  # batches recomputed for lineage never commit
+    return dict(accumulator.value) if accumulator is not None else {}
+
+
+def _log_stats(batch_ms: int, counts: dict[str, int]) -> None:
+    _RUNTIME.totals.update(counts)
+    skipped = {k: counts.get(k, 0) for k in STAT_KEYS[1:] if counts.get(k)}
+    line = ", ".join(f"{k}={v}" for k, v in skipped.items())
+    if skipped:
+        since = ", ".join(f"{k}={_RUNTIME.totals[k]}" for k in STAT_KEYS if _RUNTIME.totals[k])
+        log.warning(
+            "batch_time_ms=%d: kafka values skipped or repaired: %s "
+            "(empty/null and oversize values are skipped; replaced = invalid UTF-8 "
+            "decoded with U+FFFD; since start: %s)",
+            batch_ms,
+            line,
+            since,
+        )
+    log.debug("committed batch_time_ms=%d records=%d", batch_ms, counts.get("records", 0))
+
+
+def _commit_group(settings: KafkaSettings, batch_ms: int, ranges: list[OffsetRange]) -> None:
+    group_id = settings.group_id
+    assert group_id is not None
+    broker = _broker(settings)
+    try:
+        broker.commit(group_id, ends_of(ranges))
+    except Exception as exc:  # informational only: the offset log is the truth
+        from streaming_app.kafka_client import describe_error
+
+        broker.close()
+        log.warning(
+            "batch_time_ms=%d: could not commit offsets to group %s (%s); lag tools will "
+            "lag behind, counts are not affected",
+            batch_ms,
+            group_id,
+            describe_error(exc),
+        )
+
+
+def attach_commit(totals: DStream[Any], config: AppConfig) -> None:
+    """Register the commit as the last output operation (after every sink)."""
+    settings = KafkaSettings.from_config(config)
+    totals.foreachRDD(lambda t, rdd: commit_batch(t, settings))
