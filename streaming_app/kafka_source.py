@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -22,7 +23,7 @@ from streaming_app.fs import join
 from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
 from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
 from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms
-from streaming_app.offsets import OffsetRange, cap_for, ends_of, plan_ranges
+from streaming_app.offsets import BrokerOffsets, OffsetRange, cap_for, ends_of, plan_ranges
 from streaming_app.sinks import epoch_ms
 
 if TYPE_CHECKING:
@@ -155,16 +156,7 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
     batch_ms = epoch_ms(batch_time)
     sc = rdd.context
     offsets = OffsetLog(HadoopFs(sc, settings.checkpoint_dir), settings.checkpoint_dir)
-    ranges = offsets.read_ranges(batch_ms)
-    if ranges is not None:
-        log.info(
-            "replaying batch_time_ms=%d from the offset log: %d records in %d ranges",
-            batch_ms,
-            sum(r.size for r in ranges),
-            sum(1 for r in ranges if r.size),
-        )
-    else:
-        ranges = _plan_new(batch_ms, offsets, settings)
+    ranges = ranges_for_batch(batch_ms, offsets, partial(_broker_offsets, settings), settings)
     to_read = [r for r in ranges if r.size > 0]
     if not to_read:
         return sc.emptyRDD()  # no tasks at all: an idle batch stays cheap
@@ -180,22 +172,45 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
 
 
-def _plan_new(batch_ms: int, offsets: OffsetLog, settings: KafkaSettings) -> list[OffsetRange]:
+def _broker_offsets(settings: KafkaSettings, want_committed: bool) -> BrokerOffsets:
+    broker = _broker(settings)
+    return with_retries(
+        f"reading offsets of {','.join(settings.topics)} from "
+        f"{broker.connection.bootstrap_servers}",
+        lambda: broker.offsets(settings.topics, settings.group_id, want_committed),
+        _RUNTIME.stop,
+        on_failure=_reset_broker,
+    )
+
+
+def ranges_for_batch(
+    batch_ms: int,
+    offsets: OffsetLog,
+    broker_offsets: Callable[[bool], BrokerOffsets],
+    settings: KafkaSettings,
+) -> list[OffsetRange]:
+    """The ranges of a batch: from the offset log if it was planned before, else planned.
+
+    New ranges are written to the log before they are returned, so a batch that runs
+    has always been logged, and a replay reads exactly what the first run read.
+    broker_offsets(want_committed) asks the broker (retrying until it answers).
+    """
+    logged = offsets.read_ranges(batch_ms)
+    if logged is not None:
+        log.info(
+            "replaying batch_time_ms=%d from the offset log: %d records in %d ranges",
+            batch_ms,
+            sum(r.size for r in logged),
+            sum(1 for r in logged if r.size),
+        )
+        return logged
     newest = offsets.newest()
     if newest is not None and newest[0] > batch_ms:
         raise CheckpointError(
             f"the offset log has no entry for batch_time_ms={batch_ms} but has newer ones; "
             "it was pruned or edited. Move the checkpoint directory aside to start afresh"
         )
-    want_committed = newest is None and settings.starting_offsets == "committed"
-    broker = _broker(settings)
-    topics = ",".join(settings.topics)
-    current = with_retries(
-        f"reading offsets of {topics} from {broker.connection.bootstrap_servers}",
-        lambda: broker.offsets(settings.topics, settings.group_id, want_committed),
-        _RUNTIME.stop,
-        on_failure=_reset_broker,
-    )
+    current = broker_offsets(newest is None and settings.starting_offsets == "committed")
     if not current.latest:
         _once(
             "no-partitions",
@@ -214,15 +229,15 @@ def _plan_new(batch_ms: int, offsets: OffsetLog, settings: KafkaSettings) -> lis
     for warning in plan.warnings:
         log.warning("batch_time_ms=%d: %s", batch_ms, warning)
     offsets.write_ranges(batch_ms, plan.ranges)
+    lag = sum(
+        current.latest.get((r.topic, r.partition), r.until_offset) - r.until_offset
+        for r in plan.ranges
+    )
     log.debug(
         "planned batch_time_ms=%d records=%d lag_after=%d",
         batch_ms,
         sum(r.size for r in plan.ranges),
-        sum(
-            current.latest[(r.topic, r.partition)] - r.until_offset
-            for r in plan.ranges
-            if (r.topic, r.partition) in current.latest
-        ),
+        lag,
     )
     return plan.ranges
 

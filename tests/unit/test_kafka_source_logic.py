@@ -1,0 +1,183 @@
+"""The Kafka source's driver logic without a broker: replay from the log, retries, decoding."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from streaming_app.config import load_config
+from streaming_app.errors import CheckpointError, ConfigError
+from streaming_app.fs import LocalFs
+from streaming_app.kafka_client import KafkaConnection, StopRequestedError, with_retries
+from streaming_app.kafka_reader import StatsParam, decode_value
+from streaming_app.kafka_source import KafkaSettings, ranges_for_batch
+from streaming_app.offset_log import OffsetLog
+from streaming_app.offsets import BrokerOffsets, OffsetRange
+
+
+def settings(tmp_path: Path, **overrides: object) -> KafkaSettings:
+    config = load_config(
+        env={},
+        cli={"source": "kafka", "topics": "t", "checkpoint_dir": str(tmp_path), **overrides},
+    )
+    return KafkaSettings.from_config(config)
+
+
+class FakeBroker:
+    """Stands in for the broker's answers; counts how often it was asked."""
+
+    def __init__(self, latest: dict) -> None:
+        self.latest = latest
+        self.calls: list[bool] = []
+
+    def __call__(self, want_committed: bool) -> BrokerOffsets:
+        self.calls.append(want_committed)
+        return BrokerOffsets(earliest={tp: 0 for tp in self.latest}, latest=dict(self.latest))
+
+
+def test_new_batch_is_logged_before_it_is_returned(tmp_path: Path) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    broker = FakeBroker({("t", 0): 5, ("t", 1): 2})
+    ranges = ranges_for_batch(1000, log, broker, settings(tmp_path))
+    assert ranges == [OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 0, 2)]
+    assert log.read_ranges(1000) == ranges
+
+
+def test_replay_uses_the_log_and_never_asks_the_broker(tmp_path: Path) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    s = settings(tmp_path)
+    first = ranges_for_batch(1000, log, FakeBroker({("t", 0): 5}), s)
+    grown = FakeBroker({("t", 0): 50})
+    assert ranges_for_batch(1000, log, grown, s) == first  # same batch again: same ranges
+    assert grown.calls == []
+    assert ranges_for_batch(2000, log, grown, s) == [OffsetRange("t", 0, 5, 50)]
+
+
+def test_a_missing_entry_older_than_the_newest_is_an_error_not_a_new_plan(tmp_path: Path) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    s = settings(tmp_path)
+    ranges_for_batch(5000, log, FakeBroker({("t", 0): 5}), s)
+    with pytest.raises(CheckpointError, match="batch_time_ms=3000"):
+        ranges_for_batch(3000, log, FakeBroker({("t", 0): 9}), s)
+
+
+def test_committed_offsets_are_asked_for_only_before_the_first_batch(tmp_path: Path) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    s = settings(tmp_path, starting_offsets="committed", group_id="g")
+    broker = FakeBroker({("t", 0): 5})
+    ranges_for_batch(1000, log, broker, s)
+    ranges_for_batch(2000, log, broker, s)
+    assert broker.calls == [True, False]
+
+
+def test_cap_comes_from_rate_times_batch_interval(tmp_path: Path) -> None:
+    s = settings(tmp_path, max_rate_per_partition="3", batch_interval="2")
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    assert ranges_for_batch(2000, log, FakeBroker({("t", 0): 100}), s) == [
+        OffsetRange("t", 0, 0, 6)
+    ]
+
+
+def test_checkpointed_settings_carry_no_password(tmp_path: Path) -> None:
+    config = load_config(
+        env={"STREAMING_APP_SASL_PLAIN_PASSWORD": "hunter2"},
+        cli={
+            "source": "kafka",
+            "topics": "t",
+            "checkpoint_dir": str(tmp_path),
+            "security_protocol": "sasl_ssl",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "u",
+        },
+    )
+    assert "hunter2" not in repr(KafkaSettings.from_config(config))
+    assert KafkaSettings.from_config(config).connection.sasl_plain_password is None
+    live = KafkaConnection.from_config(config)
+    assert live.kafka_kwargs()["sasl_plain_password"] == "hunter2"
+    assert live.kafka_kwargs()["security_protocol"] == "SASL_SSL"
+    assert "hunter2" not in repr(live)
+    assert "hunter2" not in repr(config)
+
+
+def test_kafka_settings_are_validated_together() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            env={},
+            cli={
+                "source": "kafka",
+                "starting_offsets": "committed",
+                "security_protocol": "sasl_plaintext",
+                "max_rate_per_partition": "-1",
+            },
+        )
+    message = str(info.value)
+    for part in (
+        "topics: required",
+        "committed needs a group_id",
+        "sasl_mechanism: required",
+        "--max-rate-per-partition: must be 0",
+    ):
+        assert part in message
+
+
+def test_decode_value_counts_every_case() -> None:
+    stats: dict[str, int] = {}
+    assert decode_value(b"hello world", 100, stats) == "hello world"
+    assert decode_value(None, 100, stats) is None
+    assert decode_value(b"", 100, stats) is None
+    assert decode_value(b"x" * 101, 100, stats) is None
+    assert decode_value(b"caf\xe9 ok", 100, stats) == "caf\ufffd ok"
+    assert stats == {"records": 2, "empty": 2, "oversize": 1, "replaced": 1}
+
+
+def test_stats_accumulate_by_key() -> None:
+    param = StatsParam()
+    total = param.zero({})
+    total = param.addInPlace(total, {"records": 2, "empty": 1})
+    total = param.addInPlace(total, {"records": 3})
+    assert total == {"records": 5, "empty": 1}
+
+
+def test_with_retries_backs_off_warns_and_succeeds(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    waits: list[float] = []
+
+    class NoWait(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0)
+            return False
+
+    attempts = iter([OSError("connection refused")] * 7 + [None])
+
+    def call() -> str:
+        error = next(attempts)
+        if error:
+            raise error
+        return "ok"
+
+    resets: list[int] = []
+    with caplog.at_level(logging.WARNING, logger="streaming_app.kafka_client"):
+        assert with_retries("reading offsets", call, NoWait(), lambda: resets.append(1)) == "ok"
+    assert waits == [1, 2, 4, 8, 16, 30, 30]
+    assert len(resets) == 7
+    assert (
+        "reading offsets failed (attempt 1): OSError: connection refused; retrying in 1 s"
+        in caplog.text
+    )
+    assert "succeeded after 7 failed attempts" in caplog.text
+
+
+def test_with_retries_gives_up_only_when_stopping() -> None:
+    stop = threading.Event()
+
+    def call() -> None:
+        stop.set()
+        raise OSError("down")
+
+    with pytest.raises(StopRequestedError, match="gave up on reading offsets"):
+        with_retries("reading offsets", call, stop)
+
