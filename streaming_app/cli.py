@@ -23,7 +23,8 @@ def setup_logging(level: str) -> None:
     """Log the app's records to stderr; keep py4j's chatter out."""
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    logging.getLogger("kafka").setLevel(logging.WARNING)  # connection chatter at INFO
+    # kafka-python logs every failed connection attempt; the app says it once per retry.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
 def _option(key: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:

@@ -101,8 +101,6 @@ def with_retries(
     """
     attempt = 0
     while True:
-        if stop.is_set():
-            raise StopRequestedError(f"stopping: gave up on {what}")
         try:
             result = call()
         except StreamingAppError:
@@ -118,7 +116,7 @@ def with_retries(
                 delay,
             )
             on_failure()
-            if stop.wait(delay):
+            if stop.is_set() or stop.wait(delay):
                 raise StopRequestedError(f"stopping: gave up on {what}") from None
             continue
         if attempt:
@@ -149,6 +147,7 @@ class Broker:
             enable_auto_commit=False,
             allow_auto_create_topics=False,
             request_timeout_ms=REQUEST_TIMEOUT_MS,
+            bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
         )
         if group_id is None:
             self._consumer = consumer

@@ -62,7 +62,6 @@ def read_range(
     stats: Any = None,
 ) -> Iterator[str]:
     """The decoded values of `[from, until)` of one partition (assign + seek, no group)."""
-    from kafka import KafkaConsumer
     from kafka import TopicPartition as KafkaTp
     from kafka.errors import OffsetOutOfRangeError
 
@@ -71,14 +70,7 @@ def read_range(
         return
     counts: dict[str, int] = {}
     tp = KafkaTp(topic, partition)
-    consumer = KafkaConsumer(
-        **connection.kafka_kwargs(),
-        client_id="streaming-app-reader",
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="none",
-        max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
-    )
+    consumer = _connect(connection, max_value_bytes, offset_range)
     try:
         consumer.assign([tp])
         consumer.seek(tp, start)
@@ -136,6 +128,38 @@ def read_range(
         until,
         counts,
     )
+
+
+def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: OffsetRange) -> Any:
+    """A consumer for one read; retries while the broker is unreachable, up to a limit."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    # Python workers have no logging set up: kafka-python would print every failed
+    # connection attempt; our own warning below says it once per attempt.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    deadline = time.monotonic() + STALL_FAIL_SECONDS
+    while True:
+        try:
+            return KafkaConsumer(
+                **connection.kafka_kwargs(),
+                client_id="streaming-app-reader",
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="none",
+                max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
+                bootstrap_timeout_ms=10_000,
+            )
+        except KafkaError as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.warning(
+                "reading topic=%s partition=%d: broker unreachable (%s); retrying",
+                offset_range.topic,
+                offset_range.partition,
+                type(exc).__name__,
+            )
+            time.sleep(STALL_WARN_SECONDS / 5)
 
 
 def _after_lost_records(

@@ -74,6 +74,7 @@ class _Runtime:
     """Driver-process state that must not go into the checkpoint."""
 
     connection: KafkaConnection | None = None  # today's, with credentials
+    on_out_of_range: str | None = None  # today's: the remedy the error message suggests
     stop: threading.Event = field(default_factory=threading.Event)
     broker: Broker | None = None
     stats: dict[int, Any] = field(default_factory=dict)  # batch_ms -> accumulator
@@ -87,10 +88,12 @@ _RUNTIME = _Runtime()
 def configure_runtime(config: AppConfig, stop: threading.Event) -> None:
     """Give this driver process today's connection settings and the stop signal.
 
-    Connection settings (brokers, credentials) come from the running config, not the
-    checkpoint: credentials are never checkpointed, and brokers may have moved.
+    Connection settings (brokers, credentials) and the out-of-range policy come from the
+    running config, not the checkpoint: credentials are never checkpointed, brokers may
+    have moved, and an operator must be able to choose `earliest` after a `fail`.
     """
     _RUNTIME.connection = KafkaConnection.from_config(config)
+    _RUNTIME.on_out_of_range = config.on_offset_out_of_range
     _RUNTIME.stop = stop
     if _RUNTIME.broker is not None:
         _RUNTIME.broker.close()
@@ -110,6 +113,10 @@ def _connection(settings: KafkaSettings) -> KafkaConnection:
             current.bootstrap_servers,
         )
     return current
+
+
+def _policy(settings: KafkaSettings) -> str:
+    return _RUNTIME.on_out_of_range or settings.on_out_of_range
 
 
 def _once(key: str, message: str, *args: Any) -> None:
@@ -166,7 +173,7 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
         read_range,
         connection=_connection(settings),
         max_value_bytes=settings.max_value_bytes,
-        on_out_of_range=settings.on_out_of_range,
+        on_out_of_range=_policy(settings),
         stats=stats,
     )
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
@@ -222,7 +229,7 @@ def ranges_for_batch(
         current,
         settings.starting_offsets,
         settings.max_per_partition,
-        settings.on_out_of_range,
+        _policy(settings),
     )
     for note in plan.notes:
         log.info("batch_time_ms=%d: %s", batch_ms, note)

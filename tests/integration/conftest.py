@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from streaming_app.dev_broker import DevBroker
 from tests.integration.harness import App
 
 
@@ -62,3 +64,28 @@ def common_args(dirs: dict[str, Path]) -> list[str]:
 def files_args(dirs: dict[str, Path], *extra: str) -> list[str]:
     """The command line of a files-source run with the files sink."""
     return ["--source", "files", "--input-dir", str(dirs["input"]), *common_args(dirs), *extra]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka-protocol broker: KAFKA_BOOTSTRAP if set, else tansu on a free loopback port."""
+    external = os.environ.get("KAFKA_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    log_path = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with open(log_path, "wb") as log, DevBroker(log=log) as broker:
+        yield broker.bootstrap
+
+
+def kafka_args(dirs: dict[str, Path], bootstrap: str, topics: str, *extra: str) -> list[str]:
+    """The command line of a Kafka-source run with the files sink.
+
+    Two-second batches: a Kafka batch has more output work (the commit log) than a files
+    batch, and on two cores one-second batches would queue up, so that a graceful stop
+    could time out with completed batches that the checkpoint does not know about yet.
+    """
+    return [
+        "--source", "kafka", "--bootstrap-servers", bootstrap, "--topics", topics,
+        *common_args(dirs), "--batch-interval", "2", "--checkpoint-interval", "4", *extra,
+    ]  # fmt: skip

@@ -180,4 +180,3 @@ def test_with_retries_gives_up_only_when_stopping() -> None:
 
     with pytest.raises(StopRequestedError, match="gave up on reading offsets"):
         with_retries("reading offsets", call, stop)
-
