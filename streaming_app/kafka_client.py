@@ -85,7 +85,9 @@ def describe_error(exc: BaseException) -> str:
     """A short, credential-free description of a client error."""
     text = str(exc).splitlines()[0] if str(exc) else ""
     name = type(exc).__name__
-    return f"{name}: {text}" if text and text != name else name
+    if not text or text.startswith(name):
+        return text or name  # kafka-python's errors already start with their name
+    return f"{name}: {text}"
 
 
 def with_retries(

@@ -265,12 +265,15 @@ def run(config: AppConfig) -> int:
     try:
         ssc.start()
         reason = await_stop(ssc, stop, config.duration)
-    except StreamingFailedError:
+    except StreamingAppError:
         _stop_quietly(ssc)
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it
         _stop_quietly(ssc)
-        raise StreamingFailedError(f"could not start streaming: {_java_summary(exc)}") from None
+        error = stream_failure(exc)
+        if isinstance(error, StreamingFailedError):
+            error = StreamingFailedError(f"could not start streaming: {_java_summary(exc)}")
+        raise error from None
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
     try:
         ssc.stop(stopSparkContext=True, stopGraceFully=True)

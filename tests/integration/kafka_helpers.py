@@ -125,6 +125,7 @@ class TcpProxy:
     def up(self) -> None:
         """Accept connections and forward them to the target."""
         server = socket.create_server(("127.0.0.1", self.port))
+        server.settimeout(0.1)  # closing a socket does not wake a blocked accept()
         self._server = server
         threading.Thread(target=self._accept, args=(server,), daemon=True).start()
 
@@ -141,10 +142,16 @@ class TcpProxy:
             conn.close()
 
     def _accept(self, server: socket.socket) -> None:
-        while True:
+        while self._server is server:
             try:
                 client, _ = server.accept()
+            except TimeoutError:
+                continue
             except OSError:
+                return
+            client.settimeout(None)
+            if self._server is not server:
+                client.close()
                 return
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port))
