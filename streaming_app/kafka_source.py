@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import CheckpointError
-from streaming_app.fs import join
+from streaming_app.fs import FileSystem, join
 from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
 from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
 from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms
@@ -141,8 +141,10 @@ def kafka_lines(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
     from streaming_app.hadoop_fs import HadoopFs
 
     settings = KafkaSettings.from_config(config)
+    fs = HadoopFs(ssc.sparkContext, config.checkpoint_dir)
+    discard_orphaned_logs(fs, config.checkpoint_dir)
     tick_dir = join(config.checkpoint_dir, TICK_DIR)
-    HadoopFs(ssc.sparkContext, tick_dir).mkdirs(tick_dir)
+    fs.mkdirs(tick_dir)
     log.info(
         "source: kafka topics=%s bootstrap_servers=%s starting_offsets=%s "
         "max_records_per_partition_per_batch=%s (exactly-once across driver crashes)",
@@ -154,6 +156,28 @@ def kafka_lines(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
     tick = ssc.textFileStream(tick_dir)
     # The lambda captures only the frozen settings, so it pickles into the checkpoint.
     return tick.transform(lambda t, rdd: plan_batch(t, rdd, settings))
+
+
+def discard_orphaned_logs(fs: FileSystem, checkpoint_dir: str) -> None:
+    """Remove offset and commit logs that no checkpoint goes with (new context only).
+
+    A new context starts with empty state: there is no Spark checkpoint. Log entries
+    left by a run killed before its first checkpoint describe batches whose counts were
+    never saved; continuing after them would lose those records, so the stream starts
+    again from the starting offsets.
+    """
+    offsets = OffsetLog(fs, checkpoint_dir)
+    planned = offsets.batch_times()
+    if not planned:
+        return
+    log.warning(
+        "discarding the offset log of an earlier run that never wrote a checkpoint "
+        "(%d planned batches, none of them saved in the state); reading again from "
+        "starting_offsets",
+        len(planned),
+    )
+    fs.delete(offsets.directory)
+    fs.delete(CommitLog(fs, checkpoint_dir).directory)
 
 
 def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> RDD[str]:

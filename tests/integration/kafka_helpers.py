@@ -54,8 +54,8 @@ def read_all(bootstrap: str, topic: str) -> list[bytes | None]:
         consumer.seek_to_beginning(*tps)
         values: list[bytes | None] = []
         while any(consumer.position(tp) < ends[tp] for tp in tps):
-            for records in consumer.poll(timeout_ms=1000).values():
-                values.extend(r.value for r in records if r.offset < ends[r.topic_partition])
+            for tp, records in consumer.poll(timeout_ms=1000).items():
+                values.extend(r.value for r in records if r.offset < ends[tp])
         return values
     finally:
         consumer.close()

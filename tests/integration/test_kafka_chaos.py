@@ -1,0 +1,152 @@
+"""Chaos: kill -9 the driver (Python and JVM) again and again while a producer keeps writing.
+
+However the kills land (right after a batch's ranges were logged, while a batch runs, at
+random), the final totals equal the ground truth computed from everything produced.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_app.kafka_client import KafkaConnection
+from streaming_app.produce import produce
+from tests.integration.conftest import kafka_args
+from tests.integration.harness import VOCABULARY, truth, wait_for_totals
+from tests.integration.kafka_helpers import (
+    assert_log_contiguous,
+    fresh_topic,
+    log_entries,
+    read_all,
+)
+
+
+class BackgroundProducer:
+    """Writes random lines to a topic at a steady rate until stopped; remembers every line."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int, rate: float = 60) -> None:
+        self.rng = random.Random(seed)
+        self.sent: list[str] = []
+        self.acknowledged = 0
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(bootstrap, topic, rate), daemon=True
+        )
+        self._thread.start()
+
+    def _lines(self) -> Iterator[str]:
+        while not self._stop.is_set():
+            line = " ".join(self.rng.choices(VOCABULARY, k=8))
+            self.sent.append(line)
+            yield line
+
+    def _run(self, bootstrap: str, topic: str, rate: float) -> None:
+        try:
+            self.acknowledged = produce(
+                KafkaConnection(bootstrap), topic, self._lines(), None, rate, 3
+            )
+        except BaseException as exc:  # reported by stop()
+            self._error = exc
+
+    def stop(self) -> list[str]:
+        """Stop, wait until everything sent is acknowledged, and return the lines."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        assert self._error is None, f"producer failed: {self._error!r}"
+        assert self.acknowledged == len(self.sent)
+        return self.sent
+
+
+def planned_not_committed(checkpoint: Path) -> list[int]:
+    """Batches in the offset log without a commit entry."""
+    return sorted(set(log_entries(checkpoint, "offsets")) - set(log_entries(checkpoint, "commits")))
+
+
+def wait_for_new_plan(checkpoint: Path, app: Any, timeout: float = 60) -> int:
+    """Poll the offset log every 2 ms; return the first batch time planned from now on."""
+    offsets = checkpoint / "offsets"
+    known = set(os.listdir(offsets)) if offsets.is_dir() else set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if offsets.is_dir():
+            new = [n for n in os.listdir(offsets) if n.isdigit() and n not in known]
+            if new:
+                return int(min(new))
+        assert app.proc.poll() is None, app.log()[-3000:]
+        time.sleep(0.002)
+    raise AssertionError("no batch was planned:\n" + app.log()[-3000:])
+
+
+def chaos(dirs: dict[str, Path], start_app: Any, bootstrap: str, kills: int, seed: int) -> None:
+    rng = random.Random(seed)
+    topic = fresh_topic("chaos")
+    checkpoint = dirs["checkpoint"]
+    producer = BackgroundProducer(bootstrap, topic, seed)
+    # A cap keeps catch-up batches bounded, so batches keep running through the kills.
+    args = kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "30")
+    app = start_app(*args)
+    app.wait_for_log(r"Started new streaming context")
+    seen: Counter[str] = Counter()
+    try:
+        for kill, mode in zip(range(kills), itertools.cycle(["after-log", "mid-batch", "random"])):
+            if mode == "after-log":
+                wait_for_new_plan(checkpoint, app)  # kill within milliseconds of the write
+            elif mode == "mid-batch":
+                batch = wait_for_new_plan(checkpoint, app)
+                time.sleep(rng.uniform(0.05, 0.6))
+                if batch not in planned_not_committed(checkpoint):
+                    mode = "after-commit"
+            else:
+                time.sleep(rng.uniform(0.2, 5.0))
+            if planned_not_committed(checkpoint):
+                seen["killed with a planned, uncommitted batch"] += 1
+            seen[mode] += 1
+            had_checkpoint = any(n.startswith("checkpoint-") for n in os.listdir(checkpoint))
+            app.kill9()
+            time.sleep(rng.uniform(0, 3))  # down time: Spark replays the missed intervals
+            app = start_app(*args)
+            if had_checkpoint:
+                app.wait_for_log(r"Recovered streaming context from checkpoint")
+                assert "Creating new context" not in app.log(), f"kill {kill + 1}: factory ran"
+            else:  # killed before the first checkpoint: nothing was saved, start over
+                app.wait_for_log(r"Started new streaming context")
+                seen["killed before the first checkpoint"] += 1
+    finally:
+        sent = producer.stop()
+    # Ground truth twice over: what the producer sent, and what the topic holds.
+    in_topic = sorted(v.decode() for v in read_all(bootstrap, topic) if v is not None)
+    assert in_topic == sorted(sent)
+    expected = truth(sent)
+    wait_for_totals(dirs["output"], expected, app, timeout=240)
+    time.sleep(5)  # more batches: a double count would show now
+    wait_for_totals(dirs["output"], expected, app, timeout=5)
+    assert app.terminate() == 0
+    assert_log_contiguous(checkpoint)
+    assert planned_not_committed(checkpoint) == []
+    assert seen["after-log"] >= 1 and seen["killed with a planned, uncommitted batch"] >= 1, seen
+    print(f"chaos: {kills} kills, {len(sent)} lines, {dict(seen)}")
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_five_times_while_producing_exact_totals(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+) -> None:
+    chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2026)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_kill_9_twenty_five_times_while_producing_exact_totals(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+) -> None:
+    chaos(dirs, start_app, kafka_bootstrap, kills=27, seed=7)
