@@ -38,8 +38,10 @@ ensure_venv() {
     hash="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
     want="$hash $spec"
     # Any install of this setup.cfg satisfies the plain package; an extra needs its own.
+    # The test extra includes the broker extra.
     if [ ! -f "$stamp" ] || ! { grep -qxF "$want" "$stamp" \
-            || { [ -z "$extra" ] && grep -q "^$hash " "$stamp"; }; }; then
+            || { [ -z "$extra" ] && grep -q "^$hash " "$stamp"; } \
+            || { [ "$extra" = broker ] && grep -qxF "$hash .[test]" "$stamp"; }; }; then
         echo "==> installing streaming-app$([ -n "$extra" ] && echo "[$extra]") into $VENV (first run downloads PySpark, ~450 MB)" >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2 || die "pip upgrade failed"
         (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet -e "$spec") >&2 \
