@@ -468,3 +468,13 @@ def test_home_relative_path_is_expanded(monkeypatch: pytest.MonkeyPatch, tmp_pat
 @pytest.mark.parametrize("uri", ["hdfs://nn:8020/app/ck", "s3a://bucket/ck", "file:///tmp/ck"])
 def test_uris_are_left_alone(uri: str) -> None:
     assert load_config(env={}, cli={"checkpoint_dir": uri}).checkpoint_dir == uri
+
+
+@pytest.mark.parametrize("name", ["local.ini", "cluster.ini", "docker.ini"])
+def test_shipped_config_files_load(name: str) -> None:
+    path = Path(__file__).resolve().parents[2] / "conf" / name
+    config = load_config(str(path), env={})
+    assert config.checkpoint_dir
+    if name != "docker.ini":  # the examples carry a [kafka] section to switch to
+        kafka = load_config(str(path), env={}, cli={"source": "kafka"})
+        assert kafka.topics == ("words",)
