@@ -26,15 +26,24 @@ STALL_WARN_SECONDS = 10.0
 STALL_FAIL_SECONDS = 300.0
 
 
-class StatsParam(AccumulatorParam[dict[str, int]]):
-    """Accumulates per-batch read statistics as {key: count}."""
+BatchStats = dict[int, dict[str, int]]
 
-    def zero(self, value: dict[str, int]) -> dict[str, int]:
+
+class StatsParam(AccumulatorParam[BatchStats]):
+    """Accumulates read statistics per batch: {batch_ms: {key: count}}.
+
+    One accumulator serves the whole driver process (PySpark never forgets an
+    accumulator, so one per batch would leak); the driver pops each batch's entry.
+    """
+
+    def zero(self, value: BatchStats) -> BatchStats:
         return {}
 
-    def addInPlace(self, first: dict[str, int], second: dict[str, int]) -> dict[str, int]:  # noqa: N802
-        for key, count in second.items():
-            first[key] = first.get(key, 0) + count
+    def addInPlace(self, first: BatchStats, second: BatchStats) -> BatchStats:  # noqa: N802
+        for batch_ms, counts in second.items():
+            into = first.setdefault(batch_ms, {})
+            for key, count in counts.items():
+                into[key] = into.get(key, 0) + count
         return first
 
 
@@ -59,6 +68,7 @@ def read_range(
     connection: KafkaConnection,
     max_value_bytes: int,
     on_out_of_range: str,
+    batch_ms: int = 0,
     stats: Any = None,
 ) -> Iterator[str]:
     """The decoded values of `[from, until)` of one partition (assign + seek, no group)."""
@@ -119,7 +129,7 @@ def read_range(
     finally:
         consumer.close()
         if stats is not None:
-            stats.add(counts)
+            stats.add({batch_ms: counts})
     log.debug(
         "read topic=%s partition=%d from=%d until=%d counts=%s",
         topic,

@@ -24,7 +24,7 @@ from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
 from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
 from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms
 from streaming_app.offsets import BrokerOffsets, OffsetRange, cap_for, ends_of, plan_ranges
-from streaming_app.sinks import epoch_ms
+from streaming_app.sinks import epoch_ms, take_written
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -77,7 +77,10 @@ class _Runtime:
     on_out_of_range: str | None = None  # today's: the remedy the error message suggests
     stop: threading.Event = field(default_factory=threading.Event)
     broker: Broker | None = None
-    stats: dict[int, Any] = field(default_factory=dict)  # batch_ms -> accumulator
+    stats: Any = None  # the process's read-statistics accumulator, made on first use
+    draining: bool = False  # stopping: new batches take no records
+    last_data_ms: int | None = None  # newest batch with records run by this process
+    state_saved_ms: int | None = None  # newest committed batch whose state is checkpointed
     totals: Counter[str] = field(default_factory=Counter)
     announced: set[str] = field(default_factory=set)
 
@@ -187,18 +190,21 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
     batch_ms = epoch_ms(batch_time)
     sc = rdd.context
     offsets = OffsetLog(HadoopFs(sc, settings.checkpoint_dir), settings.checkpoint_dir)
-    ranges = ranges_for_batch(batch_ms, offsets, partial(_broker_offsets, settings), settings)
+    fetch = partial(_broker_offsets, settings)
+    ranges = ranges_for_batch(batch_ms, offsets, fetch, settings, _RUNTIME.draining)
     to_read = [r for r in ranges if r.size > 0]
     if not to_read:
         return sc.emptyRDD()  # no tasks at all: an idle batch stays cheap
-    stats = sc.accumulator({}, StatsParam())
-    _RUNTIME.stats[batch_ms] = stats
+    _RUNTIME.last_data_ms = max(batch_ms, _RUNTIME.last_data_ms or 0)
+    if _RUNTIME.stats is None:
+        _RUNTIME.stats = sc.accumulator({}, StatsParam())
     reader = partial(
         read_range,
         connection=_connection(settings),
         max_value_bytes=settings.max_value_bytes,
         on_out_of_range=_policy(settings),
-        stats=stats,
+        batch_ms=batch_ms,
+        stats=_RUNTIME.stats,
     )
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
 
@@ -219,12 +225,14 @@ def ranges_for_batch(
     offsets: OffsetLog,
     broker_offsets: Callable[[bool], BrokerOffsets],
     settings: KafkaSettings,
+    draining: bool = False,
 ) -> list[OffsetRange]:
     """The ranges of a batch: from the offset log if it was planned before, else planned.
 
     New ranges are written to the log before they are returned, so a batch that runs
     has always been logged, and a replay reads exactly what the first run read.
     broker_offsets(want_committed) asks the broker (retrying until it answers).
+    While draining (a graceful stop), new batches are planned empty.
     """
     logged = offsets.read_ranges(batch_ms)
     if logged is not None:
@@ -241,6 +249,11 @@ def ranges_for_batch(
             f"the offset log has no entry for batch_time_ms={batch_ms} but has newer ones; "
             "it was pruned or edited. Move the checkpoint directory aside to start afresh"
         )
+    if draining:
+        empty = [OffsetRange(t, p, end, end) for t, p, _, end in newest[1]] if newest else []
+        offsets.write_ranges(batch_ms, empty)
+        log.debug("stopping: batch_time_ms=%d planned empty", batch_ms)
+        return empty
     current = broker_offsets(newest is None and settings.starting_offsets == "committed")
     if not current.latest:
         _once(
@@ -273,13 +286,24 @@ def ranges_for_batch(
     return plan.ranges
 
 
-def commit_batch(batch_time: datetime, settings: KafkaSettings) -> None:
+def commit_batch(
+    batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings, sinks: tuple[str, ...]
+) -> None:
     """Mark a batch done once every sink has written it; then group commit and prune."""
     from pyspark import SparkContext
 
     from streaming_app.hadoop_fs import HadoopFs
 
     batch_ms = epoch_ms(batch_time)
+    missing = set(sinks) - take_written(batch_ms)
+    if missing:
+        log.warning(
+            "batch_time_ms=%d: not committed: sink(s) %s did not complete (the app "
+            "stops; the restart replays the batch)",
+            batch_ms,
+            ", ".join(sorted(missing)),
+        )
+        return
     sc = SparkContext.getOrCreate()
     fs = HadoopFs(sc, settings.checkpoint_dir)
     offsets = OffsetLog(fs, settings.checkpoint_dir)
@@ -291,6 +315,8 @@ def commit_batch(batch_time: datetime, settings: KafkaSettings) -> None:
         {"records": sum(r.size for r in ranges), "committed_at_ms": int(time.time() * 1000)},
     )
     _log_stats(batch_ms, counts)
+    if rdd.isCheckpointed():  # the sinks' jobs have computed and saved this batch's state
+        _RUNTIME.state_saved_ms = batch_ms
     if settings.group_id and ranges:
         _commit_group(settings, batch_ms, ranges)
     before = batch_ms - retention_ms(settings.batch_ms, settings.checkpoint_ms)
@@ -300,10 +326,13 @@ def commit_batch(batch_time: datetime, settings: KafkaSettings) -> None:
 
 
 def _take_stats(batch_ms: int) -> dict[str, int]:
-    accumulator = _RUNTIME.stats.pop(batch_ms, None)
-    for stale in [t for t in _RUNTIME.stats if t < batch_ms]:
-        del _RUNTIME.stats[stale]  # batches recomputed for lineage never commit
-    return dict(accumulator.value) if accumulator is not None else {}
+    if _RUNTIME.stats is None:
+        return {}
+    by_batch: dict[int, dict[str, int]] = _RUNTIME.stats.value
+    counts = by_batch.pop(batch_ms, {})
+    for stale in [t for t in by_batch if t < batch_ms]:
+        del by_batch[stale]  # batches recomputed for lineage never commit
+    return counts
 
 
 def _log_stats(batch_ms: int, counts: dict[str, int]) -> None:
@@ -342,7 +371,27 @@ def _commit_group(settings: KafkaSettings, batch_ms: int, ranges: list[OffsetRan
         )
 
 
+def drain(timeout: float) -> bool:
+    """Stop taking new records, and wait until the saved state covers every batch read.
+
+    Spark re-runs the batches after its last state checkpoint when it restarts, reading
+    their records again (exactly, from the offset log). Draining until a state checkpoint
+    covers the last batch with records makes the restart after a graceful stop re-read
+    nothing. Returns False if that did not happen within `timeout` seconds.
+    """
+    _RUNTIME.draining = True
+    deadline = time.monotonic() + timeout
+    while True:
+        data, saved = _RUNTIME.last_data_ms, _RUNTIME.state_saved_ms
+        if data is None or (saved is not None and saved >= data):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
 def attach_commit(totals: DStream[Any], config: AppConfig) -> None:
     """Register the commit as the last output operation (after every sink)."""
     settings = KafkaSettings.from_config(config)
-    totals.foreachRDD(lambda t, rdd: commit_batch(t, settings))
+    sinks = config.sinks
+    totals.foreachRDD(lambda t, rdd: commit_batch(t, rdd, settings, sinks))

@@ -275,12 +275,30 @@ def run(config: AppConfig) -> int:
             error = StreamingFailedError(f"could not start streaming: {_java_summary(exc)}")
         raise error from None
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
+    if config.source == "kafka":
+        _drain_kafka(config)
     try:
         ssc.stop(stopSparkContext=True, stopGraceFully=True)
     except Exception as exc:  # the JVM got the signal too and is already going down
         log.warning("Spark was already shutting down: %s", _java_summary(exc))
     log.info("Stopped")
     return EXIT_OK
+
+
+def _drain_kafka(config: AppConfig) -> None:
+    from streaming_app.kafka_source import drain
+
+    timeout = 2 * config.checkpoint_ms / 1000 + 4 * config.batch_interval + 10
+    log.info(
+        "taking no new Kafka records; waiting (up to %.0f s) for the state checkpoint that "
+        "covers the last batch read, so that the restart re-reads nothing",
+        timeout,
+    )
+    if not drain(timeout):
+        log.warning(
+            "no state checkpoint covered the last batch in time; the restart will re-read "
+            "the batches since the last one (exactly: from the offset log)"
+        )
 
 
 def _stop_quietly(ssc: Any) -> None:

@@ -15,6 +15,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Sinks that have written each batch in this driver process: {batch_ms: {sink, ...}}.
+# The Kafka commit (the last output operation) commits a batch only if all are there,
+# because Spark runs a batch's later output operations even when an earlier one failed.
+_written: dict[int, set[str]] = {}
+
+
+def mark_written(batch_ms: int, sink: str) -> None:
+    """Record that `sink` has written batch `batch_ms`."""
+    _written.setdefault(batch_ms, set()).add(sink)
+
+
+def take_written(batch_ms: int) -> set[str]:
+    """The sinks that wrote batch `batch_ms`; forgets it and every older batch."""
+    done = _written.pop(batch_ms, set())
+    for stale in [t for t in _written if t < batch_ms]:
+        del _written[stale]
+    return done
+
 
 def epoch_ms(batch_time: datetime) -> int:
     """Epoch milliseconds (UTC) of a batch time, which PySpark hands over as naive local time."""
@@ -35,6 +53,7 @@ def write_console(batch_time: datetime, rdd: RDD[tuple[str, int]], top_n: int) -
     top = rdd.takeOrdered(top_n, key=_by_count)
     sys.stdout.write(console_line(batch_time, top) + "\n")
     sys.stdout.flush()
+    mark_written(epoch_ms(batch_time), "console")
 
 
 def _join(base: str, name: str) -> str:
@@ -69,6 +88,7 @@ def write_totals(
         fs.rename(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms):
         fs.delete(_join(output_dir, name))
+    mark_written(batch_ms, "files")
     log.debug("wrote totals batch_time_ms=%d path=%s", batch_ms, final)
 
 

@@ -64,6 +64,24 @@ def test_a_missing_entry_older_than_the_newest_is_an_error_not_a_new_plan(tmp_pa
         ranges_for_batch(3000, log, FakeBroker({("t", 0): 9}), s)
 
 
+def test_while_draining_new_batches_are_planned_empty_at_the_previous_ends(
+    tmp_path: Path,
+) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    s = settings(tmp_path)
+    ranges_for_batch(1000, log, FakeBroker({("t", 0): 5, ("t", 1): 3}), s)
+    broker = FakeBroker({("t", 0): 50, ("t", 1): 30})
+    drained = ranges_for_batch(2000, log, broker, s, draining=True)
+    assert drained == [OffsetRange("t", 0, 5, 5), OffsetRange("t", 1, 3, 3)]
+    assert broker.calls == []
+    assert log.read_ranges(2000) == drained
+    # After the restart (no longer draining) the stream goes on from there.
+    assert ranges_for_batch(3000, log, broker, s) == [
+        OffsetRange("t", 0, 5, 50),
+        OffsetRange("t", 1, 3, 30),
+    ]
+
+
 def test_committed_offsets_are_asked_for_only_before_the_first_batch(tmp_path: Path) -> None:
     log = OffsetLog(LocalFs(), str(tmp_path))
     s = settings(tmp_path, starting_offsets="committed", group_id="g")
@@ -133,12 +151,12 @@ def test_decode_value_counts_every_case() -> None:
     assert stats == {"records": 2, "empty": 2, "oversize": 1, "replaced": 1}
 
 
-def test_stats_accumulate_by_key() -> None:
+def test_stats_accumulate_per_batch_and_key() -> None:
     param = StatsParam()
     total = param.zero({})
-    total = param.addInPlace(total, {"records": 2, "empty": 1})
-    total = param.addInPlace(total, {"records": 3})
-    assert total == {"records": 5, "empty": 1}
+    total = param.addInPlace(total, {1000: {"records": 2, "empty": 1}})
+    total = param.addInPlace(total, {1000: {"records": 3}, 2000: {"oversize": 1}})
+    assert total == {1000: {"records": 5, "empty": 1}, 2000: {"oversize": 1}}
 
 
 def test_with_retries_backs_off_warns_and_succeeds(
@@ -180,3 +198,21 @@ def test_with_retries_gives_up_only_when_stopping() -> None:
 
     with pytest.raises(StopRequestedError, match="gave up on reading offsets"):
         with_retries("reading offsets", call, stop)
+
+
+def test_a_batch_whose_sink_failed_is_not_committed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from datetime import datetime
+
+    from streaming_app.kafka_source import commit_batch
+    from streaming_app.sinks import mark_written, take_written
+
+    batch_time = datetime.fromtimestamp(1_700_000_000)
+    mark_written(1_700_000_000_000, "console")  # the files sink failed: never marked
+    mark_written(1_699_999_999_000, "files")  # an older batch: forgotten with it
+    with caplog.at_level(logging.WARNING):
+        commit_batch(batch_time, None, settings(tmp_path), ("files", "console"))  # type: ignore[arg-type]
+    assert "batch_time_ms=1700000000000: not committed: sink(s) files did not" in caplog.text
+    assert not (tmp_path / "commits").exists()
+    assert take_written(1_699_999_999_000) == set()
