@@ -179,8 +179,47 @@ def test_run_help_lists_the_env_vars() -> None:
         "DURATION",
         "TOP_N",
         "LOG_LEVEL",
+        "BOOTSTRAP_SERVERS",
+        "TOPICS",
+        "STARTING_OFFSETS",
+        "MAX_RATE_PER_PARTITION",
+        "GROUP_ID",
+        "ON_OFFSET_OUT_OF_RANGE",
+        "MAX_VALUE_BYTES",
     ]:
         assert f"STREAMING_APP_{name}" in result.stdout
+    # Credentials have no flags: a password on a command line is visible to `ps`.
+    assert "password" not in result.stdout.lower()
+
+
+def test_kafka_without_topics_is_a_usage_error_before_spark() -> None:
+    assert_usage_error(invoke("run", "--source", "kafka"), "topics: required by the kafka source")
+
+
+def test_kafka_password_problems_never_show_the_password() -> None:
+    env = {
+        "STREAMING_APP_SECURITY_PROTOCOL": "bogus",
+        "STREAMING_APP_SASL_PLAIN_PASSWORD": "s3cret",
+    }
+    result = invoke("run", "--source", "kafka", "--topics", "t", env=env)
+    line = assert_usage_error(result, "STREAMING_APP_SECURITY_PROTOCOL")
+    assert "s3cret" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["produce"], "Missing option '--topic'"),
+        (["produce", "--topic", "t", "--rate", "-1"], "--rate"),
+        (["produce", "--topic", "t", "--file", "/no/such/file"], "--file"),
+        (["produce", "--topic", "t", "--count", "0"], "--count"),
+        (["dev-broker", "--port", "70000"], "--port"),
+    ],
+)
+def test_produce_and_dev_broker_usage_errors(args: list[str], fragment: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.stderr
 
 
 def test_version() -> None:
