@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import uuid
 from typing import Protocol
 
 
@@ -31,9 +32,14 @@ def join(base: str, name: str) -> str:
 
 
 def temp_path(path: str) -> str:
-    """The hidden sibling a file is written to before it is renamed into place."""
+    """A hidden, unique sibling to write a file to before it is renamed into place.
+
+    Unique, because on HDFS a writer killed mid-write keeps its lease on the file name
+    for about a minute, and a restart must not wait for it.
+    """
     head, _, name = path.rpartition("/")
-    return f"{head}/.{name}.tmp" if head else f".{name}.tmp"
+    temp = f".{name}.{uuid.uuid4().hex[:12]}.tmp"
+    return f"{head}/{temp}" if head else temp
 
 
 class LocalFs:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
@@ -81,6 +81,29 @@ class KafkaConnection:
         return "KafkaConnection(" + ", ".join(f"{k}={v!r}" for k, v in masked.items()) + ")"
 
 
+def _host_port(server: str) -> tuple[str, int]:
+    host, sep, port = server.strip().rpartition(":")
+    if not sep or host.endswith(":") or (":" in host and not host.startswith("[")):
+        return server.strip().strip("[]"), 9092  # no port, or a bare IPv6 address
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(connection: KafkaConnection, timeout: float = 5.0) -> None:
+    """Raise OSError unless some bootstrap server accepts a TCP connection.
+
+    Checked before a kafka-python client is built: a KafkaConsumer whose bootstrap
+    fails leaks its network thread and sockets, which an outage would pile up.
+    """
+    errors = []
+    for server in connection.bootstrap_servers.split(","):
+        try:
+            socket.create_connection(_host_port(server), timeout=timeout).close()
+            return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server.strip()}: {getattr(exc, 'strerror', None) or exc}")
+    raise OSError(f"no bootstrap server accepts connections ({'; '.join(errors)})")
+
+
 def describe_error(exc: BaseException) -> str:
     """A short, credential-free description of a client error."""
     text = str(exc).splitlines()[0] if str(exc) else ""
@@ -142,6 +165,7 @@ class Broker:
             return self._consumer
         if group_id is not None and group_id in self._group_consumers:
             return self._group_consumers[group_id]
+        check_reachable(self.connection)
         consumer = KafkaConsumer(
             **self.connection.kafka_kwargs(),
             client_id=self.client_id,
@@ -156,6 +180,15 @@ class Broker:
         else:
             self._group_consumers[group_id] = consumer
         return consumer
+
+    def close_group(self, group_id: str) -> None:
+        """Close one group's client (after a failed commit) and leave the planner's alone."""
+        consumer = self._group_consumers.pop(group_id, None)
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception:
+                log.debug("error closing a Kafka client", exc_info=True)
 
     def close(self) -> None:
         """Close the clients; the next call connects again."""
@@ -192,7 +225,10 @@ class Broker:
         committed: dict[TopicPartition, int | None] = {}
         if want_committed and group_id:
             group = self._client(group_id)
-            committed = {(tp.topic, tp.partition): group.committed(tp) for tp in keyed}
+            committed = {
+                (tp.topic, tp.partition): group.committed(tp, timeout_ms=REQUEST_TIMEOUT_MS)
+                for tp in keyed
+            }
         return BrokerOffsets(
             earliest={(tp.topic, tp.partition): int(o) for tp, o in earliest.items()},
             latest={(tp.topic, tp.partition): int(o) for tp, o in latest.items()},
@@ -210,20 +246,3 @@ class Broker:
         group.commit(
             {KafkaTp(t, p): OffsetAndMetadata(o, "streaming-app", -1) for (t, p), o in ends.items()}
         )
-
-
-def wait_for_broker(connection: KafkaConnection, timeout: float) -> bool:
-    """True once a metadata request succeeds within `timeout` seconds (for tools and tests)."""
-    deadline = time.monotonic() + timeout
-    broker = Broker(connection, client_id="streaming-app-probe")
-    try:
-        while time.monotonic() < deadline:
-            try:
-                broker.partitions([])
-                return True
-            except Exception:
-                broker.close()
-                time.sleep(0.5)
-        return False
-    finally:
-        broker.close()

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 
 from streaming_app.errors import SourceDataLostError
-from streaming_app.kafka_client import KafkaConnection
+from streaming_app.kafka_client import KafkaConnection, check_reachable
 from streaming_app.offsets import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
     deadline = time.monotonic() + STALL_FAIL_SECONDS
     while True:
         try:
+            check_reachable(connection)
             return KafkaConsumer(
                 **connection.kafka_kwargs(),
                 client_id="streaming-app-reader",
@@ -160,7 +161,7 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
                 max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
                 bootstrap_timeout_ms=10_000,
             )
-        except KafkaError as exc:
+        except (KafkaError, OSError) as exc:
             if time.monotonic() > deadline:
                 raise
             log.warning(
@@ -181,7 +182,12 @@ def _after_lost_records(
         f"records {next_offset}-{until} of {tp.topic}:{tp.partition} are no longer on the "
         f"broker (its earliest offset is {earliest})"
     )
-    if policy == "fail" or earliest <= next_offset:
+    if earliest <= next_offset:
+        raise SourceDataLostError(
+            f"{what}: the partition was truncated or recreated below the planned range. "
+            "Move the checkpoint directory aside to start afresh"
+        )
+    if policy == "fail":
         raise SourceDataLostError(
             f"{what}. Set on_offset_out_of_range=earliest to skip them (they are lost)"
         )

@@ -22,7 +22,7 @@ from streaming_app.errors import CheckpointError
 from streaming_app.fs import FileSystem, join
 from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
 from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
-from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms
+from streaming_app.offset_log import CommitLog, OffsetLog, prune_horizon
 from streaming_app.offsets import BrokerOffsets, OffsetRange, cap_for, ends_of, plan_ranges
 from streaming_app.sinks import epoch_ms, take_written
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_DIR = "kafka-tick"
+# Listing the log directories costs a round trip per entry through Py4J: prune now and then.
+PRUNE_EVERY_BATCHES = 10
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class _Runtime:
     state_saved_ms: int | None = None  # newest committed batch whose state is checkpointed
     totals: Counter[str] = field(default_factory=Counter)
     announced: set[str] = field(default_factory=set)
+    offset_log: OffsetLog | None = None  # kept for its cache of the newest entry
+    commits_since_prune: int = 0
+    checkpoint_seen: bool = False
 
 
 _RUNTIME = _Runtime()
@@ -185,11 +190,9 @@ def discard_orphaned_logs(fs: FileSystem, checkpoint_dir: str) -> None:
 
 def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> RDD[str]:
     """The batch's RDD of message values: logged ranges if any, else newly planned ones."""
-    from streaming_app.hadoop_fs import HadoopFs
-
     batch_ms = epoch_ms(batch_time)
     sc = rdd.context
-    offsets = OffsetLog(HadoopFs(sc, settings.checkpoint_dir), settings.checkpoint_dir)
+    offsets = _offset_log(sc, settings.checkpoint_dir)
     fetch = partial(_broker_offsets, settings)
     ranges = ranges_for_batch(batch_ms, offsets, fetch, settings, _RUNTIME.draining)
     to_read = [r for r in ranges if r.size > 0]
@@ -207,6 +210,16 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
         stats=_RUNTIME.stats,
     )
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
+
+
+def _offset_log(sc: Any, checkpoint_dir: str) -> OffsetLog:
+    from streaming_app.hadoop_fs import HadoopFs
+
+    current = _RUNTIME.offset_log
+    if current is None or current.directory != join(checkpoint_dir, "offsets"):
+        current = OffsetLog(HadoopFs(sc, checkpoint_dir), checkpoint_dir)
+        _RUNTIME.offset_log = current
+    return current
 
 
 def _broker_offsets(settings: KafkaSettings, want_committed: bool) -> BrokerOffsets:
@@ -254,7 +267,8 @@ def ranges_for_batch(
         offsets.write_ranges(batch_ms, empty)
         log.debug("stopping: batch_time_ms=%d planned empty", batch_ms)
         return empty
-    current = broker_offsets(newest is None and settings.starting_offsets == "committed")
+    no_position = newest is None or not newest[1]
+    current = broker_offsets(no_position and settings.starting_offsets == "committed")
     if not current.latest:
         _once(
             "no-partitions",
@@ -292,8 +306,6 @@ def commit_batch(
     """Mark a batch done once every sink has written it; then group commit and prune."""
     from pyspark import SparkContext
 
-    from streaming_app.hadoop_fs import HadoopFs
-
     batch_ms = epoch_ms(batch_time)
     missing = set(sinks) - take_written(batch_ms)
     if missing:
@@ -304,9 +316,8 @@ def commit_batch(
             ", ".join(sorted(missing)),
         )
         return
-    sc = SparkContext.getOrCreate()
-    fs = HadoopFs(sc, settings.checkpoint_dir)
-    offsets = OffsetLog(fs, settings.checkpoint_dir)
+    offsets = _offset_log(SparkContext.getOrCreate(), settings.checkpoint_dir)
+    fs = offsets.fs
     commits = CommitLog(fs, settings.checkpoint_dir)
     ranges = offsets.read_ranges(batch_ms) or []
     counts = _take_stats(batch_ms)
@@ -317,12 +328,28 @@ def commit_batch(
     _log_stats(batch_ms, counts)
     if rdd.isCheckpointed():  # the sinks' jobs have computed and saved this batch's state
         _RUNTIME.state_saved_ms = batch_ms
-    if settings.group_id and ranges:
+    if settings.group_id and ranges and _checkpoint_written(fs, settings.checkpoint_dir):
         _commit_group(settings, batch_ms, ranges)
-    before = batch_ms - retention_ms(settings.batch_ms, settings.checkpoint_ms)
-    pruned = offsets.prune(before) + commits.prune(before)
-    if pruned:
-        log.debug("pruned %d log entries older than batch_time_ms=%d", len(pruned), before)
+    _RUNTIME.commits_since_prune += 1
+    if _RUNTIME.commits_since_prune >= PRUNE_EVERY_BATCHES:
+        _RUNTIME.commits_since_prune = 0
+        names = fs.list_names(settings.checkpoint_dir)
+        before = prune_horizon(batch_ms, names, settings.batch_ms, settings.checkpoint_ms)
+        if before is not None:
+            pruned = offsets.prune(before) + commits.prune(before)
+            log.debug("pruned %d log entries older than batch_time_ms=%d", len(pruned), before)
+
+
+def _checkpoint_written(fs: FileSystem, checkpoint_dir: str) -> bool:
+    """Whether Spark has written a checkpoint file yet (looked up until it has).
+
+    Before that, a crash discards the offset log; a group commit made then could make
+    a restart with starting_offsets=committed skip records whose counts were lost.
+    """
+    if not _RUNTIME.checkpoint_seen:
+        names = fs.list_names(checkpoint_dir)
+        _RUNTIME.checkpoint_seen = any(n.startswith("checkpoint-") for n in names)
+    return _RUNTIME.checkpoint_seen
 
 
 def _take_stats(batch_ms: int) -> dict[str, int]:
@@ -361,7 +388,7 @@ def _commit_group(settings: KafkaSettings, batch_ms: int, ranges: list[OffsetRan
     except Exception as exc:  # informational only: the offset log is the truth
         from streaming_app.kafka_client import describe_error
 
-        broker.close()
+        broker.close_group(group_id)
         log.warning(
             "batch_time_ms=%d: could not commit offsets to group %s (%s); lag tools will "
             "lag behind, counts are not affected",
@@ -371,13 +398,14 @@ def _commit_group(settings: KafkaSettings, batch_ms: int, ranges: list[OffsetRan
         )
 
 
-def drain(timeout: float) -> bool:
+def drain(timeout: float, ended: Callable[[], bool] = lambda: False) -> bool:
     """Stop taking new records, and wait until the saved state covers every batch read.
 
     Spark re-runs the batches after its last state checkpoint when it restarts, reading
     their records again (exactly, from the offset log). Draining until a state checkpoint
     covers the last batch with records makes the restart after a graceful stop re-read
-    nothing. Returns False if that did not happen within `timeout` seconds.
+    nothing. Returns False if that did not happen within `timeout` seconds, or if the
+    context ended meanwhile (`ended()`: the JVM got the signal too).
     """
     _RUNTIME.draining = True
     deadline = time.monotonic() + timeout
@@ -386,6 +414,11 @@ def drain(timeout: float) -> bool:
         if data is None or (saved is not None and saved >= data):
             return True
         if time.monotonic() >= deadline:
+            return False
+        try:
+            if ended():
+                return False
+        except Exception:  # the context failed or is gone: nothing more will commit
             return False
         time.sleep(0.1)
 

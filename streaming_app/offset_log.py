@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from streaming_app.errors import CheckpointError
@@ -70,10 +72,16 @@ class OffsetLog(BatchLog):
 
     def __init__(self, fs: FileSystem, checkpoint_dir: str) -> None:
         super().__init__(fs, join(checkpoint_dir, OFFSETS_DIR))
+        # The newest entry, once listed: one driver writes the log, in batch-time order,
+        # so it is kept up to date here instead of listing the directory every batch.
+        self._newest: tuple[int, list[OffsetRange]] | None = None
+        self._listed = False
 
     def write_ranges(self, batch_ms: int, ranges: list[OffsetRange]) -> None:
         """Log the ranges of a batch (before the batch may run)."""
         self.write(batch_ms, {"ranges": ranges_to_json(ranges)})
+        if self._listed and (self._newest is None or batch_ms > self._newest[0]):
+            self._newest = (batch_ms, list(ranges))
 
     def read_ranges(self, batch_ms: int) -> list[OffsetRange] | None:
         """The logged ranges of a batch, or None if it was never planned."""
@@ -90,12 +98,14 @@ class OffsetLog(BatchLog):
 
     def newest(self) -> tuple[int, list[OffsetRange]] | None:
         """The newest logged batch and its ranges, or None before the first batch."""
-        times = self.batch_times()
-        if not times:
-            return None
-        ranges = self.read_ranges(times[-1])
-        assert ranges is not None
-        return times[-1], ranges
+        if not self._listed:
+            times = self.batch_times()
+            if times:
+                ranges = self.read_ranges(times[-1])
+                assert ranges is not None
+                self._newest = (times[-1], ranges)
+            self._listed = True
+        return self._newest
 
 
 class CommitLog(BatchLog):
@@ -109,6 +119,27 @@ def uncommitted(offsets: OffsetLog, commits: CommitLog) -> list[int]:
     """Batches planned but not (yet) committed: in flight, or to be replayed on recovery."""
     done = set(commits.batch_times())
     return [t for t in offsets.batch_times() if t not in done]
+
+
+CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d+)(?:\.bk)?$")
+
+
+def prune_horizon(
+    batch_ms: int, checkpoint_names: Iterable[str], interval_ms: int, checkpoint_ms: int
+) -> int | None:
+    """Log entries older than this can go; None while there is no Spark checkpoint file.
+
+    Recovery starts from one of the `checkpoint-<ms>` files in the directory (the newest
+    readable one; Spark keeps the last ten) and recomputes the state from the last state
+    checkpoint before it, at most one checkpoint interval earlier. So whatever is older
+    than the oldest file there, minus a checkpoint interval and a margin, cannot be
+    needed, even if Spark's checkpoint writer lags far behind the batches.
+    """
+    times = [int(m.group(1)) for n in checkpoint_names if (m := CHECKPOINT_FILE.match(n))]
+    if not times:
+        return None
+    by_files = min(times) - checkpoint_ms - 10 * interval_ms
+    return min(by_files, batch_ms - retention_ms(interval_ms, checkpoint_ms))
 
 
 def retention_ms(batch_ms: int, checkpoint_ms: int) -> int:

@@ -144,12 +144,13 @@ def plan_ranges(
 ) -> Plan:
     """Plan the next batch's ranges.
 
-    previous_end: each partition's end offset in the newest logged batch, or None before
-    the first batch. Every partition the broker reports is planned (an empty range when
+    previous_end: each partition's end offset in the newest logged batch; None or empty
+    while no partition has a position yet (the starting policy then applies). Every
+    partition the broker reports is planned (an empty range when
     there is nothing new), so the log always carries each partition's position forward.
     max_per_partition: cap on the offsets of one partition per batch (0 = no cap).
     """
-    first_batch = previous_end is None
+    first_batch = not previous_end
     previous = previous_end or {}
     plan = Plan(ranges=[])
     for tp in sorted(broker.latest):

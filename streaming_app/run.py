@@ -223,6 +223,10 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
         try:
             ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
         except Py4JError as exc:
+            if stop.event.is_set():
+                # E.g. a batch that gave up waiting for the broker because of the stop.
+                log.info("a batch failed while stopping: %s", _java_summary(exc))
+                return stop.reason
             raise stream_failure(exc) from None
         if stop.event.is_set():
             # Checked first: a signal sent to the whole process group also makes the
@@ -270,13 +274,16 @@ def run(config: AppConfig) -> int:
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it
         _stop_quietly(ssc)
+        if stop.event.is_set():  # e.g. recovery waited for an unreachable broker
+            log.info("Stopped while starting (%s): %s", stop.reason, _java_summary(exc))
+            return EXIT_OK
         error = stream_failure(exc)
         if isinstance(error, StreamingFailedError):
             error = StreamingFailedError(f"could not start streaming: {_java_summary(exc)}")
         raise error from None
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
     if config.source == "kafka":
-        _drain_kafka(config)
+        _drain_kafka(ssc, config)
     try:
         ssc.stop(stopSparkContext=True, stopGraceFully=True)
     except Exception as exc:  # the JVM got the signal too and is already going down
@@ -285,7 +292,7 @@ def run(config: AppConfig) -> int:
     return EXIT_OK
 
 
-def _drain_kafka(config: AppConfig) -> None:
+def _drain_kafka(ssc: Any, config: AppConfig) -> None:
     from streaming_app.kafka_source import drain
 
     timeout = 2 * config.checkpoint_ms / 1000 + 4 * config.batch_interval + 10
@@ -294,7 +301,7 @@ def _drain_kafka(config: AppConfig) -> None:
         "covers the last batch read, so that the restart re-reads nothing",
         timeout,
     )
-    if not drain(timeout):
+    if not drain(timeout, lambda: bool(ssc.awaitTerminationOrTimeout(0.1))):
         log.warning(
             "no state checkpoint covered the last batch in time; the restart will re-read "
             "the batches since the last one (exactly: from the offset log)"

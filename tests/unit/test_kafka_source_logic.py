@@ -216,3 +216,32 @@ def test_a_batch_whose_sink_failed_is_not_committed(
     assert "batch_time_ms=1700000000000: not committed: sink(s) files did not" in caplog.text
     assert not (tmp_path / "commits").exists()
     assert take_written(1_699_999_999_000) == set()
+
+
+def test_committed_offsets_are_asked_for_until_a_partition_has_a_position(tmp_path: Path) -> None:
+    log = OffsetLog(LocalFs(), str(tmp_path))
+    s = settings(tmp_path, starting_offsets="committed", group_id="g")
+    missing = FakeBroker({})  # the topic does not exist yet
+    assert ranges_for_batch(1000, log, missing, s) == []
+    broker = FakeBroker({("t", 0): 5})
+    ranges_for_batch(2000, log, broker, s)
+    ranges_for_batch(3000, log, broker, s)
+    assert missing.calls + broker.calls == [True, True, False]
+
+
+def test_check_reachable_probes_the_bootstrap_servers_before_a_client_is_built() -> None:
+    import socket
+
+    from streaming_app.kafka_client import _host_port, check_reachable
+
+    assert _host_port("broker:9093") == ("broker", 9093)
+    assert _host_port(" broker ") == ("broker", 9092)
+    assert _host_port("[::1]:9094") == ("::1", 9094)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            dead = closed.getsockname()[1]
+        check_reachable(KafkaConnection(f"127.0.0.1:{dead},127.0.0.1:{port}"))
+    with pytest.raises(OSError, match=f"no bootstrap server accepts connections .*:{dead}"):
+        check_reachable(KafkaConnection(f"127.0.0.1:{dead}"), timeout=1)

@@ -104,3 +104,25 @@ def test_uncommitted_lists_planned_batches_without_a_commit(
 
 def test_retention_covers_two_checkpoint_intervals_and_a_margin() -> None:
     assert retention_ms(1000, 10000) == 2 * 10000 + 100 * 1000
+
+
+def test_prune_horizon_follows_the_oldest_spark_checkpoint_file() -> None:
+    from streaming_app.offset_log import prune_horizon
+
+    assert prune_horizon(900_000, ["offsets", "commits"], 1000, 10_000) is None
+    # Checkpoint files keep up: the retention window decides.
+    names = ["checkpoint-890000", "checkpoint-895000.bk", "checkpoint-899000", "receivedBlocks"]
+    assert prune_horizon(900_000, names, 1000, 10_000) == 900_000 - (2 * 10_000 + 100 * 1000)
+    # Spark's checkpoint writer lags far behind: keep what a recovery from its files needs.
+    lagging = ["checkpoint-500000", "checkpoint-501000"]
+    assert prune_horizon(900_000, lagging, 1000, 10_000) == 500_000 - 10_000 - 10 * 1000
+
+
+def test_newest_is_listed_once_then_kept_up_to_date(offsets: OffsetLog, tmp_path: Path) -> None:
+    offsets.write_ranges(1000, RANGES)
+    assert offsets.newest() == (1000, RANGES)
+    later = [OffsetRange("t", 0, 7, 9)]
+    offsets.write_ranges(2000, later)
+    offsets.write_ranges(1000, RANGES)  # a replay rewrites an older entry: not the newest
+    assert offsets.newest() == (2000, later)
+    assert OffsetLog(LocalFs(), str(tmp_path)).newest() == (2000, later)  # as on disk

@@ -137,3 +137,11 @@ def test_parse_topics() -> None:
     for bad in ("", " , ", "has space", "slash/y"):
         with pytest.raises(ValueError):
             parse_topics(bad)
+
+
+def test_starting_policy_still_applies_after_batches_that_found_no_partitions() -> None:
+    # The topic did not exist yet when the first batches were planned (empty plans).
+    plan = plan_ranges({}, broker({A0: 0}, {A0: 10}, {A0: 7}), "committed", 0, "fail")
+    assert plan.ranges == [OffsetRange("a", 0, 7, 10)]
+    plan = plan_ranges({}, broker({A0: 0}, {A0: 10}), "latest", 0, "fail")
+    assert plan.ranges == [OffsetRange("a", 0, 10, 10)]
