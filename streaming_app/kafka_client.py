@@ -104,6 +104,28 @@ def check_reachable(connection: KafkaConnection, timeout: float = 5.0) -> None:
     raise OSError(f"no bootstrap server accepts connections ({'; '.join(errors)})")
 
 
+def new_consumer(**kwargs: Any) -> Any:
+    """A KafkaConsumer; if building it fails, its half-started network client is closed.
+
+    kafka-python 3 starts the client's IO thread before it bootstraps, and a failed
+    bootstrap (broker down, wrong credentials) would leave thread and sockets behind.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer.__new__(KafkaConsumer)
+    try:
+        consumer.__init__(**kwargs)
+    except BaseException:
+        client = getattr(consumer, "_client", None)
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                log.debug("error closing a half-built Kafka client", exc_info=True)
+        raise
+    return consumer
+
+
 def describe_error(exc: BaseException) -> str:
     """A short, credential-free description of a client error."""
     text = str(exc).splitlines()[0] if str(exc) else ""
@@ -159,14 +181,12 @@ class Broker:
         self._group_consumers: dict[str, Any] = {}
 
     def _client(self, group_id: str | None = None) -> Any:
-        from kafka import KafkaConsumer
-
         if group_id is None and self._consumer is not None:
             return self._consumer
         if group_id is not None and group_id in self._group_consumers:
             return self._group_consumers[group_id]
         check_reachable(self.connection)
-        consumer = KafkaConsumer(
+        consumer = new_consumer(
             **self.connection.kafka_kwargs(),
             client_id=self.client_id,
             group_id=group_id,

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 
 from streaming_app.errors import SourceDataLostError
-from streaming_app.kafka_client import KafkaConnection, check_reachable
+from streaming_app.kafka_client import KafkaConnection, check_reachable, new_consumer
 from streaming_app.offsets import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,6 @@ def read_range(
 
 def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: OffsetRange) -> Any:
     """A consumer for one read; retries while the broker is unreachable, up to a limit."""
-    from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
     # Python workers have no logging set up: kafka-python would print every failed
@@ -152,7 +151,7 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
     while True:
         try:
             check_reachable(connection)
-            return KafkaConsumer(
+            return new_consumer(
                 **connection.kafka_kwargs(),
                 client_id="streaming-app-reader",
                 group_id=None,
