@@ -10,7 +10,12 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 
 from streaming_app.errors import SourceDataLostError
-from streaming_app.kafka_client import KafkaConnection, check_reachable, new_consumer
+from streaming_app.kafka_client import (
+    REQUEST_TIMEOUT_MS,
+    KafkaConnection,
+    check_reachable,
+    new_consumer,
+)
 from streaming_app.offsets import OffsetRange
 
 log = logging.getLogger(__name__)
@@ -158,7 +163,7 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
                 enable_auto_commit=False,
                 auto_offset_reset="none",
                 max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
-                bootstrap_timeout_ms=10_000,
+                bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
             )
         except (KafkaError, OSError) as exc:
             if time.monotonic() > deadline:

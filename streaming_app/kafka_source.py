@@ -22,7 +22,13 @@ from streaming_app.errors import CheckpointError
 from streaming_app.fs import FileSystem, join
 from streaming_app.kafka_client import Broker, KafkaConnection, with_retries
 from streaming_app.kafka_reader import STAT_KEYS, StatsParam, read_range
-from streaming_app.offset_log import CommitLog, OffsetLog, prune_horizon
+from streaming_app.offset_log import (
+    OFFSETS_DIR,
+    CommitLog,
+    OffsetLog,
+    checkpoint_file_times,
+    prune_horizon,
+)
 from streaming_app.offsets import BrokerOffsets, OffsetRange, cap_for, ends_of, plan_ranges
 from streaming_app.sinks import epoch_ms, take_written
 
@@ -216,7 +222,7 @@ def _offset_log(sc: Any, checkpoint_dir: str) -> OffsetLog:
     from streaming_app.hadoop_fs import HadoopFs
 
     current = _RUNTIME.offset_log
-    if current is None or current.directory != join(checkpoint_dir, "offsets"):
+    if current is None or current.directory != join(checkpoint_dir, OFFSETS_DIR):
         current = OffsetLog(HadoopFs(sc, checkpoint_dir), checkpoint_dir)
         _RUNTIME.offset_log = current
     return current
@@ -348,7 +354,7 @@ def _checkpoint_written(fs: FileSystem, checkpoint_dir: str) -> bool:
     """
     if not _RUNTIME.checkpoint_seen:
         names = fs.list_names(checkpoint_dir)
-        _RUNTIME.checkpoint_seen = any(n.startswith("checkpoint-") for n in names)
+        _RUNTIME.checkpoint_seen = bool(checkpoint_file_times(names))
     return _RUNTIME.checkpoint_seen
 
 

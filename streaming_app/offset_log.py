@@ -124,6 +124,11 @@ def uncommitted(offsets: OffsetLog, commits: CommitLog) -> list[int]:
 CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d+)(?:\.bk)?$")
 
 
+def checkpoint_file_times(names: Iterable[str]) -> list[int]:
+    """Batch times of Spark's `checkpoint-<ms>` files (and their `.bk` copies) among names."""
+    return [int(m.group(1)) for n in names if (m := CHECKPOINT_FILE.match(n))]
+
+
 def prune_horizon(
     batch_ms: int, checkpoint_names: Iterable[str], interval_ms: int, checkpoint_ms: int
 ) -> int | None:
@@ -135,7 +140,7 @@ def prune_horizon(
     than the oldest file there, minus a checkpoint interval and a margin, cannot be
     needed, even if Spark's checkpoint writer lags far behind the batches.
     """
-    times = [int(m.group(1)) for n in checkpoint_names if (m := CHECKPOINT_FILE.match(n))]
+    times = checkpoint_file_times(checkpoint_names)
     if not times:
         return None
     by_files = min(times) - checkpoint_ms - 10 * interval_ms
