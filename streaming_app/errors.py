@@ -42,3 +42,7 @@ class SourceDataLostError(StreamingAppError):
     """Offsets to read are gone from the broker and the policy is `fail` (exit 4, no restart)."""
 
     exit_code = EXIT_DATA_LOST
+
+
+class SinkError(StreamingAppError):
+    """A sink cannot write and retrying will not help (bad credentials, missing database)."""

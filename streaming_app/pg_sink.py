@@ -1,0 +1,358 @@
+"""PostgreSQL sink: each batch's changed word totals and its progress row in one transaction."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from streaming_app.errors import SinkError
+from streaming_app.kafka_client import with_retries
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+PROGRESS_SUFFIX = "_progress"
+# PostgreSQL silently truncates longer identifiers, which could merge two sinks' tables.
+MAX_IDENTIFIER = 63
+_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,62}"
+_TABLE = re.compile(rf"(?:({_NAME})\.)?({_NAME})")
+# Every schema creation of this module takes the same lock, so `t` and `public.t` do too.
+_SCHEMA_LOCK = "streaming_app.pg_sink schema"
+# Keepalives and a TCP user timeout turn a vanished server into an error within about a
+# minute instead of a hang of the OS default (hours). A DSN may override them.
+_CONNECT_DEFAULTS = {
+    "application_name": "streaming-app",
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
+_URI = re.compile(r"(\s*postgres(?:ql)?://)([^/?#]*)(.*)", re.IGNORECASE | re.DOTALL)
+_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
+# The "=" is optional so that a malformed "password secret" is masked too.
+_KEYWORD_PASSWORD = re.compile(
+    r"((?:^|(?<=\s))(?:ssl)?password\s*=?\s*)('(?:\\.|[^'\\])*(?:'|\\?)|(?:\\.|[^\s\\])*\\?)",
+    re.IGNORECASE | re.DOTALL,
+)
+# What to fix, for errors a retry cannot fix; matched against "SQLSTATE message", because
+# psycopg gives connection errors no SQLSTATE, only libpq's message.
+_FATAL_HINTS = (
+    (
+        r"^28|authentication failed|no password supplied|pg_hba\.conf|not permitted to log in"
+        r'|role "[^"]*" does not exist',
+        "check the user and password in the DSN",
+    ),
+    (r'^3D000|database "[^"]*" does not exist', "create the database or fix its name in the DSN"),
+    (r"^42501|permission denied", "grant the DSN's user rights to create and write the tables"),
+    (r"^42P01", "the sink's tables are missing (dropped, or no batch written yet)"),
+)
+
+
+class PostgresUnavailableError(ConnectionError):
+    """PostgreSQL cannot be reached or dropped the connection: worth retrying."""
+
+
+def validate_table_name(name: str) -> str:
+    """The name if it is `table` or `schema.table` of letters, digits and _; else ValueError."""
+    match = _TABLE.fullmatch(name)
+    if match is None:
+        raise ValueError(
+            f"{name!r} is not a table name: [schema.]table, each a letter or _ then up to 62 "
+            "letters, digits or _"
+        )
+    if len(match[2] + PROGRESS_SUFFIX) > MAX_IDENTIFIER:
+        raise ValueError(
+            f"table name {match[2]!r} is too long: at most "
+            f"{MAX_IDENTIFIER - len(PROGRESS_SUFFIX)} characters, so that "
+            f"{match[2]}{PROGRESS_SUFFIX} fits PostgreSQL's {MAX_IDENTIFIER}"
+        )
+    return name
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN (URI or key=value form) with every password shown as ***."""
+    uri = _URI.fullmatch(dsn)
+    if uri is None:
+        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
+    scheme, netloc, rest = uri.groups()
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
+    return scheme + netloc + _QUERY_PASSWORD.sub(r"\1***", rest)
+
+
+def _parse_dsn(dsn: str) -> dict[str, Any]:
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        shown = redact_dsn(dsn)
+        # libpq quotes the piece it cannot parse, which may hold a password: show a quoted
+        # piece only if the redacted DSN shows it anyway.
+        reason = re.sub(
+            r'"([^"]*)"', lambda m: m[0] if m[1] in shown else '"***"', _first_line(exc)
+        )
+        raise SinkError(f"invalid PostgreSQL DSN {shown}: {reason}; fix the DSN") from None
+
+
+def _server(params: Mapping[str, Any]) -> str:
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "socket"
+    return f"{host}:{params.get('port') or os.environ.get('PGPORT') or 5432}"
+
+
+def _secrets(params: Mapping[str, Any]) -> list[str]:
+    found = [str(v) for k, v in params.items() if k.endswith("password") and v]
+    return [*found, *([os.environ["PGPASSWORD"]] if os.environ.get("PGPASSWORD") else [])]
+
+
+def _first_line(exc: BaseException) -> str:
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # Connection errors repeat host and port before the server's own words.
+    return re.sub(r"^.*FATAL:\s*", "", line)
+
+
+def _classify(exc: psycopg.Error, secrets: Iterable[str]) -> tuple[str, str | None]:
+    """The error's credential-free first line, and what to fix if retrying cannot help."""
+    reason = _first_line(exc)
+    for secret in secrets:
+        reason = reason.replace(secret, "***")
+    for pattern, hint in _FATAL_HINTS:
+        if re.search(pattern, f"{exc.sqlstate or ''} {reason}"):
+            return reason, hint
+    if isinstance(exc, psycopg.OperationalError):
+        return reason, None
+    return reason, "retrying will not help"
+
+
+def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
+    options = {**_CONNECT_DEFAULTS, **params, "connect_timeout": max(1, math.ceil(timeout))}
+    return psycopg.connect(autocommit=True, **options)
+
+
+def _identifiers(table: str) -> tuple[sql.Identifier, sql.Identifier]:
+    schema, _, name = validate_table_name(table).rpartition(".")
+    prefix = [schema] if schema else []
+    return sql.Identifier(*prefix, name), sql.Identifier(*prefix, name + PROGRESS_SUFFIX)
+
+
+class PostgresWriter:
+    """Writes batches of absolute word totals exactly once per batch time.
+
+    Connection failures are retried until they pass or `stop` is set (then
+    StopRequestedError); without `stop` they are retried until the server is back.
+    Other errors raise SinkError. Not thread-safe: one writer per driver thread.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        table: str,
+        stop: threading.Event | None = None,
+        connect_timeout: float = 10,
+    ) -> None:
+        self.table = validate_table_name(table)
+        self.redacted_dsn = redact_dsn(dsn)
+        self._params = _parse_dsn(dsn)
+        self.server = _server(self._params)
+        self.connect_timeout = connect_timeout
+        self._stop = stop if stop is not None else threading.Event()
+        self._totals, self._progress = _identifiers(table)
+        self._conn: Connection | None = None
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresWriter({self.redacted_dsn!r}, {self.table!r})"
+
+    def __enter__(self) -> PostgresWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def ensure_schema(self) -> None:
+        """Create the totals and progress tables if missing (safe from concurrent processes)."""
+        self._run("creating tables in", lambda conn: None)
+
+    def last_batch_ms(self) -> int | None:
+        """The batch time of the last batch written, or None before the first."""
+        query = sql.SQL("SELECT batch_ms FROM {} WHERE sink = %s").format(self._progress)
+
+        def read(conn: Connection) -> int | None:
+            row = conn.execute(query, [self.table]).fetchone()
+            return None if row is None else int(row[0])
+
+        return self._run("reading progress from", read)
+
+    def write_batch(
+        self, batch_ms: int, rows: Iterable[tuple[str, int]], source_position: Any = None
+    ) -> bool:
+        """Write the batch's totals and progress in one transaction; False if already written.
+
+        A batch time at or before the recorded one is a replay: it changes nothing.
+        """
+        staged = list(rows)  # a retry writes the same rows again, so an iterator is read once
+        position = None if source_position is None else json.dumps(source_position)
+
+        def write(conn: Connection) -> bool:
+            with conn.transaction():
+                return self._write(conn, batch_ms, staged, position)
+
+        written = self._run(f"writing batch_time_ms={batch_ms} to", write)
+        if written:
+            log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, len(staged), self.table)
+        else:
+            log.debug("skipped batch_time_ms=%d: already written to %s", batch_ms, self.table)
+        return written
+
+    def close(self) -> None:
+        """Close the connection; the next call connects again."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except psycopg.Error:
+                log.debug("error closing a PostgreSQL connection", exc_info=True)
+
+    def _run(self, action: str, work: Callable[[Connection], T]) -> T:
+        return with_retries(
+            f"{action} PostgreSQL at {self.server} (table {self.table})",
+            lambda: self._attempt(work),
+            self._stop,
+            retry_on=(PostgresUnavailableError,),
+        )
+
+    def _attempt(self, work: Callable[[Connection], T]) -> T:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = _connect(self._params, self.connect_timeout)
+            if not self._schema_ready:
+                self._create_schema(self._conn)
+            return work(self._conn)
+        except psycopg.Error as exc:
+            self.close()  # whatever state the session is in, the next attempt starts afresh
+            reason, hint = _classify(exc, _secrets(self._params))
+            if hint is None:
+                raise PostgresUnavailableError(reason) from exc
+            raise SinkError(
+                f"PostgreSQL sink {self.table} at {self.redacted_dsn}: {reason}; {hint}"
+            ) from exc
+
+    def _create_schema(self, conn: Connection) -> None:
+        # Two processes creating the same table at once can both pass IF NOT EXISTS and
+        # collide on pg_type; the transaction-scoped advisory lock serialises them.
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [_SCHEMA_LOCK])
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
+                    " count bigint NOT NULL, last_batch_ms bigint NOT NULL)"
+                ).format(self._totals)
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (sink text PRIMARY KEY,"
+                    " batch_ms bigint NOT NULL, source_position jsonb,"
+                    " rows_written bigint NOT NULL,"
+                    " updated_at timestamptz NOT NULL DEFAULT now())"
+                ).format(self._progress)
+            )
+        self._schema_ready = True
+
+    def _lock_progress(self, conn: Connection, batch_ms: int) -> int | None:
+        """Lock this sink's progress row (inserting it if absent); its batch time, if any."""
+        select = sql.SQL("SELECT batch_ms FROM {} WHERE sink = %s FOR UPDATE")
+        insert = sql.SQL(
+            "INSERT INTO {} (sink, batch_ms, rows_written) VALUES (%s, %s, 0)"
+            " ON CONFLICT (sink) DO NOTHING RETURNING sink"
+        )
+        while True:  # twice at most: an insert loses only to a row committed meanwhile
+            row = conn.execute(select.format(self._progress), [self.table]).fetchone()
+            if row is not None:
+                return int(row[0])
+            params = [self.table, batch_ms]
+            if conn.execute(insert.format(self._progress), params).fetchone() is not None:
+                return None  # our uncommitted row: other writers wait on its key
+
+    def _write(
+        self, conn: Connection, batch_ms: int, rows: list[tuple[str, int]], position: str | None
+    ) -> bool:
+        previous = self._lock_progress(conn, batch_ms)
+        if previous is not None and previous >= batch_ms:
+            return False
+        if rows:
+            conn.execute(
+                "CREATE TEMPORARY TABLE pg_temp.streaming_app_staging"
+                " (word text NOT NULL, count bigint NOT NULL) ON COMMIT DROP"
+            )
+            with conn.cursor().copy(
+                "COPY pg_temp.streaming_app_staging (word, count) FROM STDIN"
+            ) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (word, count, last_batch_ms)"
+                    " SELECT word, count, %s FROM pg_temp.streaming_app_staging"
+                    " ON CONFLICT (word) DO UPDATE"
+                    " SET count = EXCLUDED.count, last_batch_ms = EXCLUDED.last_batch_ms"
+                ).format(self._totals),
+                [batch_ms],
+            )
+        conn.execute(
+            sql.SQL(
+                "UPDATE {} SET batch_ms = %s, source_position = %s::jsonb, rows_written = %s,"
+                " updated_at = now() WHERE sink = %s"
+            ).format(self._progress),
+            [batch_ms, position, len(rows), self.table],
+        )
+        return True
+
+
+def _query(dsn: str, table: str, query: sql.Composed, params: list[Any]) -> list[tuple[Any, ...]]:
+    """The rows of one query on a new connection; any failure is a SinkError."""
+    conninfo = _parse_dsn(dsn)
+    try:
+        with _connect(conninfo, 10) as conn:
+            return conn.execute(query, params).fetchall()
+    except psycopg.Error as exc:
+        reason, hint = _classify(exc, _secrets(conninfo))
+        raise SinkError(
+            f"cannot read PostgreSQL sink {table} at {redact_dsn(dsn)}: {reason}; "
+            f"{hint or 'is the server up and reachable?'}"
+        ) from exc
+
+
+def read_totals(dsn: str, table: str) -> dict[str, int]:
+    """Every word's total in the sink's table."""
+    totals, _ = _identifiers(table)
+    rows = _query(dsn, table, sql.SQL("SELECT word, count FROM {}").format(totals), [])
+    return {str(word): int(count) for word, count in rows}
+
+
+def read_progress(dsn: str, table: str) -> dict[str, Any] | None:
+    """The sink's progress row (batch_ms, source_position, rows_written, updated_at), if any."""
+    _, progress = _identifiers(table)
+    query = sql.SQL(
+        "SELECT batch_ms, source_position, rows_written, updated_at FROM {} WHERE sink = %s"
+    ).format(progress)
+    rows = _query(dsn, table, query, [table])
+    if not rows:
+        return None
+    return dict(
+        zip(("batch_ms", "source_position", "rows_written", "updated_at"), rows[0], strict=True)
+    )

@@ -1,0 +1,46 @@
+"""PostgreSQL fixtures for the integration tests: a reachable server and fresh table names."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from streaming_app.pg_sink import PROGRESS_SUFFIX, redact_dsn
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """STREAMING_APP_TEST_POSTGRES_DSN or the local server; skip if unreachable (fail in CI)."""
+    dsn = os.environ.get("STREAMING_APP_TEST_POSTGRES_DSN") or DEFAULT_DSN
+    try:
+        psycopg.connect(dsn, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        message = f"PostgreSQL not reachable at {redact_dsn(dsn)}: {str(exc).splitlines()[0]}"
+        if _ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return dsn
+
+
+@pytest.fixture
+def pg_table(pg_dsn: str) -> Iterator[str]:
+    """A table name no other test uses; the sink's tables are dropped at the end."""
+    table = f"wc_{uuid.uuid4().hex[:12]}"
+    yield table
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                sql.Identifier(table), sql.Identifier(table + PROGRESS_SUFFIX)
+            )
+        )

@@ -1,0 +1,264 @@
+"""The PostgreSQL sink against a real server: exactly-once batches, atomicity, failures."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from streaming_app import kafka_client
+from streaming_app.errors import SinkError
+from streaming_app.kafka_client import StopRequestedError
+from streaming_app.pg_sink import PostgresWriter, read_progress, read_totals
+from tests.integration import pg_helpers
+
+pytestmark = pytest.mark.timeout(120)
+pg_dsn = pg_helpers.pg_dsn
+pg_table = pg_helpers.pg_table
+
+
+def exists(dsn: str, table: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()
+        return bool(row and row[0])
+
+
+def table_rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
+    """Every row of the totals table and of the progress table, in a stable order."""
+    with psycopg.connect(dsn) as conn:
+        totals = conn.execute(
+            sql.SQL("SELECT * FROM {} ORDER BY word").format(sql.Identifier(table))
+        ).fetchall()
+        progress = conn.execute(
+            sql.SQL("SELECT * FROM {}").format(sql.Identifier(table + "_progress"))
+        ).fetchall()
+    return totals + progress
+
+
+def test_batches_write_absolute_totals_and_progress(pg_dsn: str, pg_table: str) -> None:
+    assert not exists(pg_dsn, pg_table)
+    position = {"kafka": [["words", 0, 123], ["words", 1, 7]]}
+    with PostgresWriter(pg_dsn, pg_table) as writer:
+        assert writer.write_batch(1000, [("a", 1), ("b", 2), ("c", 3)], position)
+        assert exists(pg_dsn, pg_table)
+        assert exists(pg_dsn, pg_table + "_progress")
+        assert read_totals(pg_dsn, pg_table) == {"a": 1, "b": 2, "c": 3}
+        later = {"kafka": [["words", 0, 130], ["words", 1, 7]]}
+        assert writer.write_batch(3000, iter([("b", 5), ("d", 1)]), later)
+        assert writer.last_batch_ms() == 3000
+        progress = read_progress(pg_dsn, pg_table)
+        assert progress is not None
+        assert (progress["batch_ms"], progress["source_position"], progress["rows_written"]) == (
+            3000,
+            later,
+            2,
+        )
+        assert writer.write_batch(4000, [], None)
+    assert read_totals(pg_dsn, pg_table) == {"a": 1, "b": 5, "c": 3, "d": 1}
+    with psycopg.connect(pg_dsn) as conn:
+        last: dict[str, int] = dict(
+            conn.execute(
+                sql.SQL("SELECT word, last_batch_ms FROM {}").format(sql.Identifier(pg_table))
+            ).fetchall()
+        )
+    assert last == {"a": 1000, "b": 3000, "c": 1000, "d": 3000}
+    progress = read_progress(pg_dsn, pg_table)
+    assert progress is not None  # an empty batch still moves the progress on
+    assert (progress["batch_ms"], progress["source_position"], progress["rows_written"]) == (
+        4000,
+        None,
+        0,
+    )
+    with PostgresWriter(pg_dsn, pg_table) as writer:  # a restarted driver sees the progress
+        assert writer.last_batch_ms() == 4000
+
+
+def test_replayed_and_older_batches_change_nothing(pg_dsn: str, pg_table: str) -> None:
+    with PostgresWriter(pg_dsn, pg_table) as writer:
+        assert writer.write_batch(1000, [("a", 1)], {"kafka": [["t", 0, 1]]})
+        assert writer.write_batch(2000, [("a", 2), ("b", 1)], {"kafka": [["t", 0, 3]]})
+    before = table_rows(pg_dsn, pg_table)
+    time.sleep(0.01)  # so that a rewrite would show in updated_at
+    with PostgresWriter(pg_dsn, pg_table) as writer:  # as after a driver crash
+        assert not writer.write_batch(2000, [("a", 2), ("b", 1)], {"kafka": [["t", 0, 3]]})
+        assert not writer.write_batch(2000, [("a", 99)], None)
+        assert not writer.write_batch(1000, [("a", 1)], {"kafka": [["t", 0, 1]]})
+        assert not writer.write_batch(500, [("z", 5)], None)
+    assert table_rows(pg_dsn, pg_table) == before
+    assert read_totals(pg_dsn, pg_table) == {"a": 2, "b": 1}
+
+
+def test_concurrent_schema_creation(pg_dsn: str, pg_table: str) -> None:
+    errors: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            with PostgresWriter(pg_dsn, pg_table) as writer:
+                writer.ensure_schema()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert exists(pg_dsn, pg_table)
+
+
+def check_whole_batch(conn: psycopg.Connection[Any], table: str) -> int:
+    """Read totals and progress in one REPEATABLE READ snapshot, check they are of one
+    batch, and return its number (0 before the first)."""
+    with conn.transaction():
+        progress = conn.execute(
+            sql.SQL(
+                "SELECT batch_ms, source_position, rows_written FROM {} WHERE sink = %s"
+            ).format(sql.Identifier(table + "_progress")),
+            [table],
+        ).fetchone()
+        totals = conn.execute(
+            sql.SQL("SELECT word, count, last_batch_ms FROM {}").format(sql.Identifier(table))
+        ).fetchall()
+    if progress is None:
+        assert totals == []
+        return 0
+    batch_ms, position, rows_written = progress
+    batch = int(batch_ms) // 1000
+    # Every word holds the value of the batch the progress row names, and was last written
+    # by it: a word from another batch, or a progress row ahead of or behind the totals,
+    # is a batch seen half-written.
+    assert sorted(totals) == [(w, batch, batch_ms) for w in "abcd"], (progress, totals)
+    assert position == {"batch": batch}
+    assert rows_written == 4
+    return batch
+
+
+def test_readers_see_only_whole_batches(pg_dsn: str, pg_table: str) -> None:
+    batches = 50
+    writer = PostgresWriter(pg_dsn, pg_table)
+    writer.ensure_schema()
+    done = threading.Event()
+    readers_ready = threading.Barrier(5)
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                seen.append(check_whole_batch(conn, pg_table))
+                readers_ready.wait()
+                while not done.is_set():
+                    seen.append(check_whole_batch(conn, pg_table))
+                seen.append(check_whole_batch(conn, pg_table))
+        except BaseException as exc:
+            errors.append(exc)
+            readers_ready.abort()
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    try:
+        readers_ready.wait(timeout=30)
+        for k in range(1, batches + 1):
+            assert writer.write_batch(k * 1000, [(w, k) for w in "abcd"], {"batch": k})
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join()
+        writer.close()
+    assert errors == []
+    assert seen.count(batches) >= 4
+    assert len(set(seen)) > 2  # the readers did overlap the writes
+    assert read_totals(pg_dsn, pg_table) == dict.fromkeys("abcd", batches)
+
+
+def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_client, "BACKOFF_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(kafka_client, "BACKOFF_MAX_SECONDS", 0.2)
+
+
+def test_a_dropped_connection_is_reopened_and_the_batch_written_once(
+    pg_dsn: str, pg_table: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short_backoff(monkeypatch)
+    dsn = psycopg.conninfo.make_conninfo(pg_dsn, application_name=pg_table)
+    with PostgresWriter(dsn, pg_table) as writer:
+        assert writer.write_batch(1000, [("a", 1)])
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            terminated = admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                [pg_table],
+            ).fetchall()
+        assert terminated == [(True,)]
+        with caplog.at_level(logging.WARNING):
+            assert writer.write_batch(2000, [("a", 3), ("b", 1)])
+    assert "failed (attempt 1)" in caplog.text
+    assert read_totals(pg_dsn, pg_table) == {"a": 3, "b": 1}
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_server_is_retried_until_stopped(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    short_backoff(monkeypatch)
+    port = closed_port()
+    stop = threading.Event()
+    writer = PostgresWriter(f"postgresql://app:s3cret-pw@127.0.0.1:{port}/test", "t", stop, 2)
+    outcome: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            writer.write_batch(1000, [("a", 1)])
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=write)
+    with caplog.at_level(logging.WARNING):
+        thread.start()
+        deadline = time.monotonic() + 30
+        while caplog.text.count("failed (attempt") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], StopRequestedError), outcome
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) >= 3
+    for message in warnings:
+        assert f"127.0.0.1:{port}" in message
+    assert "s3cret-pw" not in caplog.text
+    assert "s3cret-pw" not in str(outcome[0])
+
+
+def test_a_missing_database_is_a_sink_error_without_retries(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = psycopg.conninfo.make_conninfo(
+        pg_dsn, dbname="no_such_db_streaming_app", password="s3cret-pw"
+    )
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING), pytest.raises(SinkError) as raised:
+        PostgresWriter(missing, "totals").write_batch(1000, [("a", 1)])
+    message = str(raised.value)
+    assert time.monotonic() - started < 10
+    assert "\n" not in message
+    assert 'database "no_such_db_streaming_app" does not exist' in message
+    assert "create the database" in message
+    assert "password=***" in message and "s3cret-pw" not in message
+    assert "failed (attempt" not in caplog.text
+    with pytest.raises(SinkError, match="does not exist"):
+        read_totals(missing, "totals")
