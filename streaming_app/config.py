@@ -19,13 +19,14 @@ ENV_PREFIX = "STREAMING_APP_"
 # Variables with the prefix that are not settings: they belong to scripts/.
 ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
 SOURCES = ("socket", "files", "kafka")
-SINKS = ("console", "files")
+SINKS = ("console", "files", "postgres")
+INCOMPATIBLE_POLICIES = ("fail", "restore-from-snapshot")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # OAUTHBEARER and GSSAPI need kafka-python objects or Kerberos set-up beyond settings.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Settings that are credentials: never shown, never written into the checkpoint.
-SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password"})
+SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password", "postgres_dsn"})
 _SECRET_KEY = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
 # Spark durations are whole milliseconds; a year is plenty for any interval or run time.
 MAX_SECONDS = 366 * 24 * 3600.0
@@ -132,6 +133,17 @@ def _pattern(raw: str) -> str:
     return raw
 
 
+def _table_name(raw: str) -> str:
+    value = raw.strip()
+    # The table name leaves room for the `_progress` suffix within PostgreSQL's 63.
+    if not re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,53}", value):
+        raise ValueError(
+            f"{value!r} is not a table name ([schema.]name of letters, digits and _; "
+            "the name at most 54 characters)"
+        )
+    return value
+
+
 def _setting(section: str, parse: Callable[[str], Any], default: Any, help: str) -> Any:
     return field(default=default, metadata={"section": section, "parse": parse, "help": help})
 
@@ -148,7 +160,9 @@ class AppConfig:
         "app", _optional_seconds, None, "state checkpoint interval, seconds [10 batches]"
     )
     checkpoint_dir: str = _setting("app", _str, "checkpoint", "checkpoint directory (path or URI)")
-    sinks: tuple[str, ...] = _setting("app", _sinks, ("console",), "outputs: console, files")
+    sinks: tuple[str, ...] = _setting(
+        "app", _sinks, ("console",), "outputs: console, files, postgres"
+    )
     output_dir: str | None = _setting("app", _optional_str, None, "directory of the files sink")
     duration: float | None = _setting(
         "app", _optional_seconds, None, "stop gracefully after this many seconds [never]"
@@ -159,6 +173,25 @@ class AppConfig:
     spark_conf_dir: str | None = _setting(
         "app", _optional_str, None, "Spark conf dir (spark-defaults.conf, log4j2.properties)"
     )
+    on_incompatible_checkpoint: str = _setting(
+        "app",
+        _choice(*INCOMPATIBLE_POLICIES),
+        "fail",
+        "checkpoint of another version or settings: fail (exit 3) or restore-from-snapshot",
+    )
+    restore_from_snapshot: str | None = _setting(
+        "app",
+        _optional_str,
+        None,
+        "start a new checkpoint seeded from this snapshot (or the newest under this dir)",
+    )
+    snapshot_interval: float | None = _setting(
+        "snapshots", _optional_seconds, None, "state snapshot interval, s [checkpoint_interval]"
+    )
+    snapshot_dir: str | None = _setting(
+        "snapshots", _optional_str, None, "where snapshots go [CHECKPOINT_DIR/snapshots]"
+    )
+    snapshot_keep: int = _setting("snapshots", _int, 3, "snapshots kept (0 turns them off)")
     host: str = _setting("socket", _str, "127.0.0.1", "socket source host")
     port: int = _setting("socket", _int, 9999, "socket source port")
     input_dir: str | None = _setting(
@@ -215,12 +248,30 @@ class AppConfig:
     ssl_check_hostname: bool = _setting(
         "kafka", _bool, True, "check the broker's certificate host name"
     )
+    postgres_dsn: str | None = _setting(
+        "postgres", _secret, None, "libpq DSN of the postgres sink (never logged) [PG* env]"
+    )
+    postgres_table: str = _setting(
+        "postgres", _table_name, "word_totals", "table of the postgres sink's totals"
+    )
     spark_conf: tuple[tuple[str, str], ...] = ()
 
     @property
     def batch_ms(self) -> int:
         """The batch interval in milliseconds."""
         return round(self.batch_interval * 1000)
+
+    @property
+    def snapshot_ms(self) -> int:
+        """The snapshot interval in milliseconds (default: the checkpoint interval)."""
+        if self.snapshot_interval is None:
+            return self.checkpoint_ms
+        return round(self.snapshot_interval * 1000)
+
+    @property
+    def snapshots_at(self) -> str:
+        """The directory of the state snapshots."""
+        return self.snapshot_dir or self.checkpoint_dir.rstrip("/") + "/snapshots"
 
     @property
     def checkpoint_ms(self) -> int:
@@ -371,6 +422,15 @@ def _validate(
             f"{where('checkpoint_interval')}: must be a multiple of the batch interval "
             f"({config.batch_interval:g} s), got {config.checkpoint_ms / 1000:g} s"
         )
+    if config.snapshot_keep < 0:
+        errors.append(f"{where('snapshot_keep')}: must be 0 (no snapshots) or more")
+    if not failed & {"batch_interval", "snapshot_interval"} and (
+        config.snapshot_ms % config.batch_ms
+    ):
+        errors.append(
+            f"{where('snapshot_interval')}: must be a multiple of the batch interval "
+            f"({config.batch_interval:g} s), got {config.snapshot_ms / 1000:g} s"
+        )
     if config.source == "files" and not config.input_dir:
         errors.append("input_dir: required by the files source (--input-dir)")
     if config.source == "kafka":
@@ -402,7 +462,14 @@ def _resolved(config: AppConfig) -> AppConfig:
     # A relative path in the checkpoint would resolve differently after a restart
     # from another working directory, so local paths are made absolute once, here.
     changes = {}
-    for key in ("checkpoint_dir", "output_dir", "input_dir", "spark_conf_dir"):
+    for key in (
+        "checkpoint_dir",
+        "output_dir",
+        "input_dir",
+        "spark_conf_dir",
+        "snapshot_dir",
+        "restore_from_snapshot",
+    ):
         value = getattr(config, key)
         if value and is_local_path(value):
             changes[key] = os.path.abspath(os.path.expanduser(value))

@@ -10,7 +10,11 @@ from pyspark import SparkConf, SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.config import AppConfig, spark_seconds
+from streaming_app.hadoop_fs import HadoopFs
+from streaming_app.metadata import CheckpointMetadata, write_metadata
+from streaming_app.restore import Seed, seed_state, seeded_config
 from streaming_app.sinks import attach_sinks
+from streaming_app.snapshot_sink import SnapshotSettings, write_snapshot
 from streaming_app.sources import build_source
 from streaming_app.text import add_counts, count_words, update_count
 
@@ -26,19 +30,23 @@ ESSENTIAL_SPARK_CONF = {
 }
 
 
-def create_context(config: AppConfig) -> StreamingContext:
+def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingContext:
     """Build a new StreamingContext with source, word counts, running totals and sinks.
 
     Only called when there is no checkpoint: on recovery Spark rebuilds this graph
-    from the checkpoint, with the settings captured here at creation time.
+    from the checkpoint, with the settings captured here at creation time. With a
+    seed, the totals start from a snapshot and the source resumes at its position.
     """
+    if seed is not None:
+        config = seeded_config(config, seed)
     log.info(
         "Creating new context: source=%s batch_interval=%gs checkpoint_interval=%gs "
-        "checkpoint_dir=%s",
+        "checkpoint_dir=%s%s",
         config.source,
         config.batch_interval,
         config.checkpoint_ms / 1000,
         config.checkpoint_dir,
+        f" seeded from snapshot {seed.path}" if seed else "",
     )
     conf = SparkConf().setAppName(config.app_name)
     for key, value in ESSENTIAL_SPARK_CONF.items():
@@ -56,15 +64,36 @@ def create_context(config: AppConfig) -> StreamingContext:
     sc = SparkContext.getOrCreate(conf)
     ssc = StreamingContext(sc, spark_seconds(config.batch_ms))  # type: ignore[arg-type]
     ssc.checkpoint(config.checkpoint_dir)
+    metadata = CheckpointMetadata.for_config(
+        config,
+        seeded_from=seed.path if seed else None,
+        seeded_batch_ms=seed.manifest.batch_time_ms if seed else None,
+    )
+    # Written before Spark's first checkpoint file, so every checkpoint has its record.
+    write_metadata(HadoopFs(sc, config.checkpoint_dir), config.checkpoint_dir, metadata)
 
-    lines = build_source(ssc, config)
+    initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
+    lines = build_source(ssc, config, seeded_files)
     counts = lines.mapPartitions(
         partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
     ).reduceByKey(add_counts)
     # update_count only returns None for keys that never had a count, so no total is None.
-    totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update_count))
+    totals = cast(
+        "DStream[tuple[str, int]]", counts.updateStateByKey(update_count, initialRDD=initial)
+    )
     totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
-    attach_sinks(totals, config.sinks, config.top_n, config.output_dir, config.output_keep)
+    attach_sinks(totals, counts, config)
+    if config.snapshot_keep:
+        snapshots = SnapshotSettings(
+            directory=config.snapshots_at,
+            interval_ms=config.snapshot_ms,
+            keep=config.snapshot_keep,
+            source=config.source,
+            checkpoint_dir=config.checkpoint_dir,
+            input_dir=config.input_dir,
+            context_id=metadata.app_id,
+        )
+        totals.foreachRDD(lambda t, rdd: write_snapshot(t, rdd, snapshots))
     if config.source == "kafka":
         from streaming_app.kafka_source import attach_commit
 

@@ -25,6 +25,8 @@ class FileSystem(Protocol):
 
     def write_atomic(self, path: str, data: bytes) -> None: ...
 
+    def rename(self, source: str, target: str) -> None: ...
+
 
 def join(base: str, name: str) -> str:
     """`base/name` for paths and URIs alike."""
@@ -67,6 +69,12 @@ class LocalFs:
     def mkdirs(self, directory: str) -> None:
         """Create a directory and its parents."""
         os.makedirs(directory, exist_ok=True)
+
+    def rename(self, source: str, target: str) -> None:
+        """Rename `source` to `target`, which must not exist."""
+        if os.path.exists(target):
+            raise OSError(f"could not rename {source} to {target}: it exists")
+        os.rename(source, target)
 
     def read_bytes(self, path: str) -> bytes:
         """The whole content of a file."""

@@ -13,9 +13,20 @@ class HadoopFs:
     """The few FileSystem calls the sinks need, on the filesystem of one base path."""
 
     def __init__(self, sc: SparkContext, base: str) -> None:
-        jvm: Any = sc._jvm
+        self._init(sc._jvm, sc._jsc.hadoopConfiguration(), base)
+
+    def _init(self, jvm: Any, hadoop_conf: Any, base: str) -> None:
         self._jvm = jvm
-        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(sc._jsc.hadoopConfiguration())
+        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(hadoop_conf)
+
+    @classmethod
+    def from_gateway(cls, base: str) -> HadoopFs:
+        """A HadoopFs before any SparkContext exists: Spark's default Hadoop configuration."""
+        SparkContext._ensure_initialized()
+        jvm: Any = SparkContext._jvm
+        fs = cls.__new__(cls)
+        fs._init(jvm, jvm.org.apache.spark.deploy.SparkHadoopUtil.get().conf(), base)
+        return fs
 
     def _path(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)
@@ -32,6 +43,22 @@ class HadoopFs:
         """Rename `source` to `target`, which must not exist (atomic on HDFS and POSIX)."""
         if not self._fs.rename(self._path(source), self._path(target)):
             raise OSError(f"could not rename {source} to {target}")
+
+    def publish_dir(self, temp: str, final: str) -> None:
+        """Move a fully written directory into place, replacing an earlier one of that name.
+
+        A replay writes the same content again; the renames keep the gap in which a
+        reader sees no directory tiny, and a reader never sees a partial one.
+        """
+        if self.exists(final):
+            head, _, name = final.rstrip("/").rpartition("/")
+            aside = f"{head}/_replaced-{name}"
+            self.delete(aside)
+            self.rename(final, aside)
+            self.rename(temp, final)
+            self.delete(aside)
+        else:
+            self.rename(temp, final)
 
     def list_names(self, directory: str) -> list[str]:
         """Names of the entries of a directory; empty if it does not exist."""

@@ -26,11 +26,6 @@ def temp_name(batch_ms: int) -> str:
     return f"{TEMP_PREFIX}{batch_ms}"
 
 
-def replaced_name(batch_ms: int) -> str:
-    """Name a batch's previous totals are moved to while a replay replaces them."""
-    return f"_replaced-totals-{batch_ms}"
-
-
 def batch_of(name: str) -> int | None:
     """The batch time in a totals directory name, or None for any other name."""
     match = _TOTALS_NAME.match(name)

@@ -27,6 +27,8 @@ from streaming_app.errors import (
     StreamingAppError,
     StreamingFailedError,
 )
+from streaming_app.guard import RESTORE, filesystem_for, incompatible, plan_start
+from streaming_app.restore import Seed
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +115,7 @@ def _java_summary(exc: BaseException) -> str:
     return failure_summary(_failure_text(exc))
 
 
-def get_or_create(config: AppConfig) -> tuple[Any, bool]:
+def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, bool]:
     """StreamingContext.getOrCreate with our factory; returns (context, created_new)."""
     from pyspark.streaming import StreamingContext
 
@@ -123,7 +125,7 @@ def get_or_create(config: AppConfig) -> tuple[Any, bool]:
 
     def factory() -> StreamingContext:
         created.append(True)
-        return create_context(config)
+        return create_context(config, seed)
 
     try:
         ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
@@ -138,10 +140,27 @@ def get_or_create(config: AppConfig) -> tuple[Any, bool]:
         raise CheckpointError(
             f"cannot recover from checkpoint {config.checkpoint_dir}: {summary}. "
             "It was probably written by another version of streaming_app, Spark or Python. "
-            "Move the directory aside to start afresh (totals restart from zero); "
-            "see README 'Recovery'"
+            f"Restart with --on-incompatible-checkpoint {RESTORE} to carry the totals over "
+            "from the newest snapshot, or move the directory aside to start afresh (totals "
+            "restart from zero); see README 'Recovery'"
         ) from None
     return ssc, bool(created)
+
+
+def start_context(config: AppConfig) -> tuple[Any, bool]:
+    """Check the checkpoint (the guard), then get or create the context accordingly."""
+    from streaming_app.metadata import CheckpointMetadata
+
+    fs = filesystem_for(config.checkpoint_dir)
+    plan = plan_start(fs, config, CheckpointMetadata.for_config(config))
+    try:
+        return get_or_create(config, plan.seed)
+    except CheckpointError as error:
+        if not plan.recover or config.on_incompatible_checkpoint != RESTORE:
+            raise
+        # Every checkpoint file failed to load in Spark: the policy applies as well.
+        plan = incompatible(fs, config, None, [str(error).split(". ")[0]])
+        return get_or_create(config, plan.seed)
 
 
 def log_recovery(ssc: Any, config: AppConfig) -> None:
@@ -258,7 +277,11 @@ def run(config: AppConfig) -> int:
         from streaming_app.kafka_source import configure_runtime
 
         configure_runtime(config, stop.event)
-    ssc, created = get_or_create(config)
+    if "postgres" in config.sinks:
+        from streaming_app.pg_output import configure_postgres
+
+        configure_postgres(config.postgres_dsn, stop.event)
+    ssc, created = start_context(config)
     if created:
         log.info("Started new streaming context; checkpoints in %s", config.checkpoint_dir)
     else:

@@ -7,11 +7,13 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from streaming_app.output import format_total, replaced_name, temp_name, to_prune, totals_name
+from streaming_app.output import format_total, temp_name, to_prune, totals_name
 
 if TYPE_CHECKING:
     from pyspark import RDD
     from pyspark.streaming import DStream
+
+    from streaming_app.config import AppConfig
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +78,8 @@ def write_totals(
     final = _join(output_dir, totals_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this batch
     rdd.map(format_total).saveAsTextFile(temp)
-    if fs.exists(final):
-        # A replay of a batch that completed before the crash. Its content is the same
-        # unless a file arrived late; renames keep the gap a reader can see tiny.
-        aside = _join(output_dir, replaced_name(batch_ms))
-        fs.delete(aside)
-        fs.rename(final, aside)
-        fs.rename(temp, final)
-        fs.delete(aside)
-    else:
-        fs.rename(temp, final)
+    # A replay of a batch that completed before the crash writes the same content again.
+    fs.publish_dir(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms):
         fs.delete(_join(output_dir, name))
     mark_written(batch_ms, "files")
@@ -93,16 +87,27 @@ def write_totals(
 
 
 def attach_sinks(
-    totals: DStream[tuple[str, int]],
-    sinks: tuple[str, ...],
-    top_n: int,
-    output_dir: str | None,
-    keep: int,
+    totals: DStream[tuple[str, int]], counts: DStream[tuple[str, int]], config: AppConfig
 ) -> None:
-    """Attach the configured sinks as output operations of the totals stream."""
-    # The lambdas capture only plain values, so they pickle into the checkpoint.
+    """Attach the configured sinks, then the snapshot writer, as output operations."""
+    # The lambdas capture only plain values and frozen settings, so they pickle into
+    # the checkpoint.
+    sinks, top_n, output_dir, keep = (
+        config.sinks,
+        config.top_n,
+        config.output_dir,
+        config.output_keep,
+    )
     if "files" in sinks:
         assert output_dir is not None
         totals.foreachRDD(lambda t, rdd: write_totals(t, rdd, output_dir, keep))
     if "console" in sinks:
         totals.foreachRDD(lambda t, rdd: write_console(t, rdd, top_n))
+    if "postgres" in sinks:
+        from streaming_app.pg_output import PostgresTarget, with_changes, write_postgres
+
+        target = PostgresTarget(
+            config.postgres_table, config.source, config.checkpoint_dir, config.batch_ms
+        )
+        changes = totals.transformWith(with_changes, counts)
+        changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))

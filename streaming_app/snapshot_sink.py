@@ -1,0 +1,167 @@
+"""Writing state snapshots from the running stream: an output operation on the totals."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from streaming_app import __version__
+from streaming_app.fs import FileSystem, join
+from streaming_app.input_files import InputFilesLog, visible_names
+from streaming_app.offset_log import OffsetLog
+from streaming_app.snapshots import (
+    MANIFEST,
+    TEMP_PREFIX,
+    Manifest,
+    format_line,
+    kafka_position,
+    read_manifest,
+    snapshot_name,
+    snapshot_times,
+    to_prune,
+)
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """What the snapshot output operation captures into the checkpoint."""
+
+    directory: str
+    interval_ms: int
+    keep: int
+    source: str
+    checkpoint_dir: str
+    input_dir: str | None
+    context_id: str  # the metadata app_id of the context whose snapshots may be chained
+
+
+def _add_pairs(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _word_and_total(pair: tuple[str, int]) -> tuple[int, int]:
+    return 1, pair[1]
+
+
+def is_due(batch_ms: int, settings: SnapshotSettings) -> bool:
+    """Snapshots fall on multiples of the interval, so a replayed batch rewrites the same one."""
+    return settings.keep > 0 and batch_ms % settings.interval_ms == 0
+
+
+def write_snapshot(batch_time: datetime, rdd: RDD[tuple[str, int]], settings: Any) -> None:
+    """Write the totals of a due batch as a snapshot; a failure is a warning, not a crash."""
+    from streaming_app.sinks import epoch_ms
+
+    batch_ms = epoch_ms(batch_time)
+    if not is_due(batch_ms, settings):
+        return
+    try:
+        path = _write(batch_ms, rdd, settings)
+    except Exception as exc:  # the checkpoint still protects the state; retried next time
+        log.warning(
+            "batch_time_ms=%d: could not write the state snapshot to %s (%s); the next "
+            "one is due in %g s",
+            batch_ms,
+            settings.directory,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            settings.interval_ms / 1000,
+        )
+        return
+    log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
+
+
+def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings) -> str:
+    from streaming_app.hadoop_fs import HadoopFs
+
+    fs = HadoopFs(rdd.context, settings.directory)
+    position = _position(rdd, batch_ms, settings, fs)
+    temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
+    final = join(settings.directory, snapshot_name(batch_ms))
+    fs.delete(temp)  # left over from a run killed while writing this snapshot
+    words, total = rdd.map(_word_and_total).fold((0, 0), _add_pairs)
+    rdd.map(format_line).saveAsTextFile(temp)
+    manifest = Manifest(
+        batch_time_ms=batch_ms,
+        source=settings.source,
+        created_at_ms=int(time.time() * 1000),
+        app_version=__version__,
+        words=words,
+        total=total,
+        position=position,
+        context_id=settings.context_id,
+    )
+    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
+    fs.write_atomic(join(temp, MANIFEST), body.encode("utf-8"))
+    fs.publish_dir(temp, final)
+    for name in to_prune(fs.list_names(settings.directory), settings.keep, batch_ms):
+        fs.delete(join(settings.directory, name))
+    if settings.source == "files":
+        _prune_input_files(rdd, settings, fs)
+    return final
+
+
+def _position(
+    rdd: RDD[Any], batch_ms: int, settings: SnapshotSettings, fs: FileSystem
+) -> dict[str, Any]:
+    from streaming_app.hadoop_fs import HadoopFs
+
+    if settings.source == "kafka":
+        log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
+        ranges = OffsetLog(log_fs, settings.checkpoint_dir).read_ranges(batch_ms)
+        if ranges is None:
+            raise RuntimeError(f"the offset log has no entry for batch_time_ms={batch_ms}")
+        return kafka_position(ranges)
+    if settings.source == "files":
+        return {"files": sorted(_files_counted(rdd, batch_ms, settings, fs))}
+    return {}  # a socket cannot be replayed from a position
+
+
+def _files_counted(
+    rdd: RDD[Any], batch_ms: int, settings: SnapshotSettings, fs: FileSystem
+) -> set[str]:
+    """Files the totals as of `batch_ms` include (or that the stream skipped at its start).
+
+    The newest earlier snapshot of this context, plus the files logged since, limited
+    to those still in the input directory (a file moved away needs no remembering).
+    """
+    from streaming_app.hadoop_fs import HadoopFs
+
+    assert settings.input_dir is not None
+    counted: set[str] = set()
+    after: int | None = None
+    for earlier in reversed([t for t in snapshot_times(fs, settings.directory) if t < batch_ms]):
+        try:
+            manifest = read_manifest(fs, join(settings.directory, snapshot_name(earlier)))
+        except ValueError:
+            continue
+        if manifest.context_id == settings.context_id:
+            counted, after = set(manifest.files()), earlier
+        break
+    log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
+    counted |= InputFilesLog(log_fs, settings.checkpoint_dir).files_between(after, batch_ms)
+    present = set(
+        visible_names(HadoopFs(rdd.context, settings.input_dir).list_names(settings.input_dir))
+    )
+    return counted & present
+
+
+def _prune_input_files(rdd: RDD[Any], settings: SnapshotSettings, fs: FileSystem) -> None:
+    """Drop input-files entries that the oldest kept snapshot already includes."""
+    from streaming_app.hadoop_fs import HadoopFs
+
+    kept = snapshot_times(fs, settings.directory)
+    if not kept:
+        return
+    files_log = InputFilesLog(
+        HadoopFs(rdd.context, settings.checkpoint_dir), settings.checkpoint_dir
+    )
+    files_log.prune(kept[0] + 1)
