@@ -74,8 +74,13 @@ def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -
     except CheckpointError as exc:
         recorded, problems = None, [f"its metadata record is unreadable: {exc}"]
     if wanted is not None:
-        if recorded is not None and recorded.seeded_from == wanted.path:
-            log.info("the checkpoint was already seeded from %s; recovering it", wanted.path)
+        if recorded is not None and recorded.seeded_from:
+            # A supervisor restarting the same command line: the restore happened.
+            log.info(
+                "the checkpoint was already seeded from %s; recovering it (restore_from_snapshot "
+                "applies to a new checkpoint only)",
+                recorded.seeded_from,
+            )
         else:
             raise ConfigError(
                 f"restore_from_snapshot: checkpoint_dir {ckpt} already holds a checkpoint; "

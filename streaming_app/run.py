@@ -12,7 +12,6 @@ import tempfile
 import threading
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,8 +26,6 @@ from streaming_app.errors import (
     StreamingAppError,
     StreamingFailedError,
 )
-from streaming_app.guard import RESTORE, filesystem_for, incompatible, plan_start
-from streaming_app.restore import Seed
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +92,8 @@ def failure_summary(text: str) -> str:
     return lines[0] if lines else "unknown error"
 
 
-def _failure_text(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
+    """The text of a failure: the Java exception's, or the Python one's."""
     java = getattr(exc, "java_exception", None)
     return str(java.toString()) if java is not None else str(exc)
 
@@ -111,85 +109,9 @@ def ensure_readable_dir(key: str, path: str) -> None:
         raise ConfigError(f"{key} {path}: not readable ({exc.strerror or exc})") from None
 
 
-def _java_summary(exc: BaseException) -> str:
-    return failure_summary(_failure_text(exc))
-
-
-def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, bool]:
-    """StreamingContext.getOrCreate with our factory; returns (context, created_new)."""
-    from pyspark.streaming import StreamingContext
-
-    from streaming_app.context import create_context
-
-    created = []
-
-    def factory() -> StreamingContext:
-        created.append(True)
-        return create_context(config, seed)
-
-    try:
-        ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
-    except Exception as exc:
-        summary = _java_summary(exc)
-        if created or "Failed to read checkpoint" not in _failure_text(exc):
-            # Not the checkpoint's fault (Java missing, a bad master, HDFS down): a
-            # restart may well succeed, so this is a crash, not exit 3.
-            raise StreamingFailedError(
-                f"could not start the streaming context: {summary}"
-            ) from None
-        raise CheckpointError(
-            f"cannot recover from checkpoint {config.checkpoint_dir}: {summary}. "
-            "It was probably written by another version of streaming_app, Spark or Python. "
-            f"Restart with --on-incompatible-checkpoint {RESTORE} to carry the totals over "
-            "from the newest snapshot, or move the directory aside to start afresh (totals "
-            "restart from zero); see README 'Recovery'"
-        ) from None
-    return ssc, bool(created)
-
-
-def start_context(config: AppConfig) -> tuple[Any, bool]:
-    """Check the checkpoint (the guard), then get or create the context accordingly."""
-    from streaming_app.metadata import CheckpointMetadata
-
-    fs = filesystem_for(config.checkpoint_dir)
-    plan = plan_start(fs, config, CheckpointMetadata.for_config(config))
-    try:
-        return get_or_create(config, plan.seed)
-    except CheckpointError as error:
-        if not plan.recover or config.on_incompatible_checkpoint != RESTORE:
-            raise
-        # Every checkpoint file failed to load in Spark: the policy applies as well.
-        plan = incompatible(fs, config, None, [str(error).split(". ")[0]])
-        return get_or_create(config, plan.seed)
-
-
-def log_recovery(ssc: Any, config: AppConfig) -> None:
-    """Say which checkpoint was recovered and how much down time will be replayed."""
-    try:
-        checkpoint = ssc._jssc.ssc().initialCheckpoint()
-        checkpoint_ms = int(checkpoint.checkpointTime().milliseconds())
-        batch_ms = int(checkpoint.graph().batchDuration().milliseconds())
-    except Exception:
-        log.info("Recovered streaming context from checkpoint %s", config.checkpoint_dir)
-        return
-    stamp = datetime.fromtimestamp(checkpoint_ms / 1000, tz=timezone.utc)
-    missed = max(0, (int(time.time() * 1000) - checkpoint_ms) // batch_ms)
-    log.info(
-        "Recovered streaming context from checkpoint %s at batch_time_ms=%d (%s UTC); "
-        "about %d missed batch intervals will be replayed, one batch each",
-        config.checkpoint_dir,
-        checkpoint_ms,
-        stamp.strftime("%Y-%m-%d %H:%M:%S"),
-        missed,
-    )
-    if batch_ms != config.batch_ms:
-        log.warning(
-            "the checkpoint's batch interval is %g s; the configured %g s is ignored "
-            "(settings of the graph come from the checkpoint; use a new checkpoint "
-            "directory to change them)",
-            batch_ms / 1000,
-            config.batch_interval,
-        )
+def java_summary(exc: BaseException) -> str:
+    """One line for any failure, Java or Python."""
+    return failure_summary(failure_text(exc))
 
 
 class StopRequest:
@@ -223,7 +145,7 @@ _NO_RESTART_ERRORS = {
 
 def stream_failure(exc: BaseException) -> StreamingAppError:
     """The error to exit with for a failure of the running stream."""
-    text = _failure_text(exc)
+    text = failure_text(exc)
     for name, error in _NO_RESTART_ERRORS.items():
         match = re.search(rf"streaming_app\.errors\.{name}: (.+)", text)
         if match:
@@ -244,7 +166,7 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
         except Py4JError as exc:
             if stop.event.is_set():
                 # E.g. a batch that gave up waiting for the broker because of the stop.
-                log.info("a batch failed while stopping: %s", _java_summary(exc))
+                log.info("a batch failed while stopping: %s", java_summary(exc))
                 return stop.reason
             raise stream_failure(exc) from None
         if stop.event.is_set():
@@ -270,6 +192,7 @@ def run(config: AppConfig) -> int:
     warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
 
     from streaming_app.listener import LoggingListener
+    from streaming_app.startup import start_streaming, stop_quietly
 
     stop = StopRequest()
     stop.install()
@@ -281,36 +204,30 @@ def run(config: AppConfig) -> int:
         from streaming_app.pg_output import configure_postgres
 
         configure_postgres(config.postgres_dsn, stop.event)
-    ssc, created = start_context(config)
-    if created:
-        log.info("Started new streaming context; checkpoints in %s", config.checkpoint_dir)
-    else:
-        log_recovery(ssc, config)
-    if under_spark_submit() and ssc.sparkContext.master != config.master:
-        log.info("master %s comes from spark-submit", ssc.sparkContext.master)
-    ssc.addStreamingListener(LoggingListener())
     try:
-        ssc.start()
-        reason = await_stop(ssc, stop, config.duration)
+        ssc = start_streaming(config, LoggingListener)
     except StreamingAppError:
-        _stop_quietly(ssc)
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it
-        _stop_quietly(ssc)
         if stop.event.is_set():  # e.g. recovery waited for an unreachable broker
-            log.info("Stopped while starting (%s): %s", stop.reason, _java_summary(exc))
+            log.info("Stopped while starting (%s): %s", stop.reason, java_summary(exc))
             return EXIT_OK
         error = stream_failure(exc)
         if isinstance(error, StreamingFailedError):
-            error = StreamingFailedError(f"could not start streaming: {_java_summary(exc)}")
+            error = StreamingFailedError(f"could not start streaming: {java_summary(exc)}")
         raise error from None
+    try:
+        reason = await_stop(ssc, stop, config.duration)
+    except StreamingAppError:
+        stop_quietly(ssc)
+        raise
     log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
     if config.source == "kafka":
         _drain_kafka(ssc, config)
     try:
         ssc.stop(stopSparkContext=True, stopGraceFully=True)
     except Exception as exc:  # the JVM got the signal too and is already going down
-        log.warning("Spark was already shutting down: %s", _java_summary(exc))
+        log.warning("Spark was already shutting down: %s", java_summary(exc))
     log.info("Stopped")
     return EXIT_OK
 
@@ -329,10 +246,3 @@ def _drain_kafka(ssc: Any, config: AppConfig) -> None:
             "no state checkpoint covered the last batch in time; the restart will re-read "
             "the batches since the last one (exactly: from the offset log)"
         )
-
-
-def _stop_quietly(ssc: Any) -> None:
-    try:
-        ssc.stop(stopSparkContext=True, stopGraceFully=False)
-    except Exception:
-        log.debug("error while stopping after a failure", exc_info=True)

@@ -66,6 +66,8 @@ def write_snapshot(batch_time: datetime, rdd: RDD[tuple[str, int]], settings: An
         return
     try:
         path = _write(batch_ms, rdd, settings)
+        if path is None:
+            return
     except Exception as exc:  # the checkpoint still protects the state; retried next time
         log.warning(
             "batch_time_ms=%d: could not write the state snapshot to %s (%s); the next "
@@ -79,10 +81,12 @@ def write_snapshot(batch_time: datetime, rdd: RDD[tuple[str, int]], settings: An
     log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
 
 
-def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings) -> str:
+def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings) -> str | None:
     from streaming_app.hadoop_fs import HadoopFs
 
     fs = HadoopFs(rdd.context, settings.directory)
+    if _needless(fs, batch_ms, settings):
+        return None
     position = _position(rdd, batch_ms, settings, fs)
     temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
     final = join(settings.directory, snapshot_name(batch_ms))
@@ -107,6 +111,21 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     if settings.source == "files":
         _prune_input_files(rdd, settings, fs)
     return final
+
+
+def _needless(fs: FileSystem, batch_ms: int, settings: SnapshotSettings) -> bool:
+    """A batch replayed after recovery: its snapshot is there already, or would be pruned."""
+    times = snapshot_times(fs, settings.directory)
+    if sum(1 for t in times if t > batch_ms) >= settings.keep:
+        return True
+    if batch_ms not in times:
+        return False
+    try:
+        read_manifest(fs, join(settings.directory, snapshot_name(batch_ms)))
+    except ValueError:
+        return False  # damaged: write it again
+    log.debug("snapshot batch_time_ms=%d exists (a replayed batch); kept", batch_ms)
+    return True
 
 
 def _position(

@@ -21,8 +21,8 @@ def _ci() -> bool:
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> str:
-    """STREAMING_APP_TEST_POSTGRES_DSN or the local server; skip if unreachable (fail in CI)."""
-    dsn = os.environ.get("STREAMING_APP_TEST_POSTGRES_DSN") or DEFAULT_DSN
+    """TEST_POSTGRES_DSN or the local server; skip if unreachable (fail in CI)."""
+    dsn = os.environ.get("TEST_POSTGRES_DSN") or DEFAULT_DSN
     try:
         psycopg.connect(dsn, connect_timeout=5).close()
     except psycopg.Error as exc:

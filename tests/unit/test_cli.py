@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import streaming_app.run as run_module
+import streaming_app.startup as startup_module
 from streaming_app import __version__
 from streaming_app.cli import cli
 
@@ -29,7 +30,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
 
     # run() must fail before these; if it ever gets here, the test fails instead of a JVM.
     monkeypatch.setattr(run_module, "prepare_spark_env", no_jvm)
-    monkeypatch.setattr(run_module, "get_or_create", no_jvm)
+    monkeypatch.setattr(startup_module, "get_or_create", no_jvm)
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield

@@ -1,0 +1,202 @@
+"""The checkpoint metadata record and the compatibility guard, on local directories."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from streaming_app.config import AppConfig, load_config
+from streaming_app.errors import CheckpointError, ConfigError
+from streaming_app.fs import LocalFs
+from streaming_app.guard import plan_start, state_checkpointed
+from streaming_app.metadata import (
+    CheckpointMetadata,
+    differences,
+    read_metadata,
+    write_metadata,
+)
+from streaming_app.snapshots import MANIFEST, Manifest, snapshot_name
+
+UUID_DIR = "0b9f7a4e-2c1d-4e5f-8a9b-0c1d2e3f4a5b"
+
+
+def make_config(tmp_path: Path, *extra: tuple[str, str]) -> AppConfig:
+    cli = {
+        "source": "files",
+        "input_dir": str(tmp_path / "in"),
+        "checkpoint_dir": str(tmp_path / "ckpt"),
+        **dict(extra),
+    }
+    return load_config(env={}, cli=cli)
+
+
+def with_versions(metadata: CheckpointMetadata, **versions: str) -> CheckpointMetadata:
+    return dataclasses.replace(metadata, **versions)
+
+
+def spark_checkpoint(directory: Path, *times: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for ms in times:
+        (directory / f"checkpoint-{ms}").write_bytes(b"spark")
+
+
+def add_snapshot(directory: Path, batch_ms: int, source: str = "files") -> Path:
+    path = directory / snapshot_name(batch_ms)
+    path.mkdir(parents=True)
+    (path / "part-00000").write_text('["a", 2]\n')
+    manifest = Manifest(batch_ms, source, batch_ms + 5, "0.2.0", 1, 2, {"files": ["f1"]})
+    (path / MANIFEST).write_text(json.dumps(manifest.to_json()))
+    return path
+
+
+def test_metadata_round_trips_and_names_the_versions(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    written = CheckpointMetadata.for_config(config)
+    write_metadata(LocalFs(), config.checkpoint_dir, written)
+    assert read_metadata(LocalFs(), config.checkpoint_dir) == written
+    assert written.batch_ms == 1000 and written.source == "files"
+    assert written.app_version and written.spark_version.startswith("4.")
+    assert "postgres_dsn" not in written.settings  # credentials never go in
+    assert differences(written, CheckpointMetadata.for_config(config)) == []
+
+
+def test_changed_settings_and_versions_are_each_named(tmp_path: Path) -> None:
+    before = CheckpointMetadata.for_config(make_config(tmp_path))
+    after = CheckpointMetadata.for_config(
+        make_config(tmp_path, ("batch_interval", "2"), ("top_n", "5"))
+    )
+    found = differences(before, after)
+    assert "batch_interval 1 s -> 2 s" in found
+    assert "top_n 10 -> 5" in found
+    assert "checkpoint_interval 10 s -> 20 s" in found
+    upgraded = with_versions(before, app_version="9.9.9", python_version="3.99.0")
+    assert differences(before, upgraded) == [
+        f"app version {before.app_version} -> 9.9.9",
+        f"python version {before.python_version} -> 3.99.0",
+    ]
+    # A Python patch release reads the same pickles; settings read from today's config
+    # (master, brokers, credentials, log level) do not shape the graph.
+    patched = before.python_version.rsplit(".", 1)[0] + ".999"
+    assert differences(before, with_versions(before, python_version=patched)) == []
+    same = CheckpointMetadata.for_config(
+        make_config(tmp_path, ("master", "local[4]"), ("log_level", "debug"))
+    )
+    assert differences(before, same) == []
+
+
+def test_no_checkpoint_means_a_new_context(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    plan = plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
+    assert not plan.recover and plan.seed is None
+
+
+def test_a_matching_checkpoint_is_recovered(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    current = CheckpointMetadata.for_config(config)
+    write_metadata(LocalFs(), config.checkpoint_dir, current)
+    spark_checkpoint(Path(config.checkpoint_dir), 1000, 2000)
+    assert plan_start(LocalFs(), config, current).recover
+
+
+@pytest.mark.parametrize(
+    ("prepare", "reason"),
+    [
+        ("changed", "batch_interval 1 s -> 2 s"),
+        ("missing", "no metadata record"),
+        ("garbage", "metadata record is unreadable"),
+    ],
+)
+def test_an_unusable_checkpoint_fails_with_what_differs_and_what_to_do(
+    tmp_path: Path, prepare: str, reason: str
+) -> None:
+    old = make_config(tmp_path)
+    ckpt = Path(old.checkpoint_dir)
+    spark_checkpoint(ckpt, 1000)
+    if prepare != "missing":
+        write_metadata(LocalFs(), old.checkpoint_dir, CheckpointMetadata.for_config(old))
+    if prepare == "garbage":
+        (ckpt / "metadata").write_text("{not json")
+    new = make_config(tmp_path, ("batch_interval", "2")) if prepare == "changed" else old
+    with pytest.raises(CheckpointError) as raised:
+        plan_start(LocalFs(), new, CheckpointMetadata.for_config(new))
+    message = str(raised.value)
+    assert reason in message
+    assert "--on-incompatible-checkpoint restore-from-snapshot" in message
+    assert "\n" not in message
+    assert (ckpt / "checkpoint-1000").exists()  # `fail` touches nothing
+
+
+def test_restore_policy_moves_the_checkpoint_aside_and_seeds_from_its_newest_snapshot(
+    tmp_path: Path,
+) -> None:
+    old = make_config(tmp_path)
+    ckpt = Path(old.checkpoint_dir)
+    spark_checkpoint(ckpt, 1000)
+    write_metadata(LocalFs(), old.checkpoint_dir, CheckpointMetadata.for_config(old))
+    add_snapshot(ckpt / "snapshots", 4000)
+    add_snapshot(ckpt / "snapshots", 8000)
+    (ckpt / "snapshots" / snapshot_name(9000)).mkdir()  # no manifest: not complete
+    new = make_config(
+        tmp_path, ("batch_interval", "2"), ("on_incompatible_checkpoint", "restore-from-snapshot")
+    )
+    plan = plan_start(LocalFs(), new, CheckpointMetadata.for_config(new))
+    assert not plan.recover and plan.seed is not None
+    assert plan.seed.manifest.batch_time_ms == 8000
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("ckpt.incompatible-")]
+    assert len(moved) == 1 and not ckpt.exists()
+    assert plan.seed.path == str(moved[0] / "snapshots" / snapshot_name(8000))
+    assert Path(plan.seed.path, MANIFEST).is_file()
+
+
+def test_restore_policy_without_a_snapshot_fails_and_moves_nothing(tmp_path: Path) -> None:
+    old = make_config(tmp_path)
+    spark_checkpoint(Path(old.checkpoint_dir), 1000)
+    new = make_config(tmp_path, ("on_incompatible_checkpoint", "restore-from-snapshot"))
+    with pytest.raises(CheckpointError, match=r"no snapshot in .* to restore from"):
+        plan_start(LocalFs(), new, CheckpointMetadata.for_config(new))
+    assert Path(old.checkpoint_dir, "checkpoint-1000").exists()
+
+
+def test_restore_from_snapshot_needs_a_new_checkpoint_dir_but_reruns_recover(
+    tmp_path: Path,
+) -> None:
+    snapshot = add_snapshot(tmp_path / "old" / "snapshots", 5000)
+    config = make_config(tmp_path, ("restore_from_snapshot", str(tmp_path / "old")))
+    current = CheckpointMetadata.for_config(config)
+    plan = plan_start(LocalFs(), config, current)
+    assert plan.seed is not None and plan.seed.path == str(snapshot)
+    # The seeded context writes its metadata, then Spark its checkpoint and state.
+    seeded = CheckpointMetadata.for_config(config, seeded_from=str(snapshot))
+    write_metadata(LocalFs(), config.checkpoint_dir, seeded)
+    spark_checkpoint(Path(config.checkpoint_dir), 7000)
+    (Path(config.checkpoint_dir) / UUID_DIR / "rdd-12").mkdir(parents=True)
+    assert plan_start(LocalFs(), config, current).recover
+    other = make_config(tmp_path, ("restore_from_snapshot", str(snapshot)))
+    write_metadata(LocalFs(), other.checkpoint_dir, current)  # not seeded
+    with pytest.raises(ConfigError, match="already holds a checkpoint"):
+        plan_start(LocalFs(), other, current)
+
+
+def test_a_seeded_checkpoint_without_state_is_seeded_again(tmp_path: Path) -> None:
+    snapshot = add_snapshot(tmp_path / "old" / "snapshots", 5000)
+    config = make_config(tmp_path)
+    seeded = CheckpointMetadata.for_config(config, seeded_from=str(snapshot))
+    write_metadata(LocalFs(), config.checkpoint_dir, seeded)
+    spark_checkpoint(Path(config.checkpoint_dir), 7000, 8000)
+    assert not state_checkpointed(LocalFs(), config.checkpoint_dir)
+    plan = plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
+    assert not plan.recover and plan.seed is not None and plan.seed.path == str(snapshot)
+    assert not Path(config.checkpoint_dir).exists()
+    assert [p.name.split("-")[0] for p in tmp_path.glob("ckpt.*")] == ["ckpt.unfinished"]
+
+
+def test_a_seeded_run_killed_before_any_checkpoint_is_seeded_again(tmp_path: Path) -> None:
+    snapshot = add_snapshot(tmp_path / "old" / "snapshots", 5000)
+    config = make_config(tmp_path)
+    seeded = CheckpointMetadata.for_config(config, seeded_from=str(snapshot))
+    write_metadata(LocalFs(), config.checkpoint_dir, seeded)
+    plan = plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
+    assert plan.seed is not None and plan.seed.path == str(snapshot)
