@@ -22,6 +22,7 @@ from streaming_app.errors import (
     EXIT_OK,
     CheckpointError,
     ConfigError,
+    SinkError,
     SourceDataLostError,
     StreamingAppError,
     StreamingFailedError,
@@ -136,10 +137,11 @@ class StopRequest:
 
 
 # Our own errors raised in driver callbacks or tasks reach us as Java exceptions whose
-# text holds the Python traceback; these keep their exit code (a restart would not help).
+# text holds the Python traceback; these keep their message and exit code.
 _NO_RESTART_ERRORS = {
     "SourceDataLostError": SourceDataLostError,
     "CheckpointError": CheckpointError,
+    "SinkError": SinkError,  # exit 1, but its own message says what to fix
 }
 
 
@@ -186,6 +188,11 @@ def run(config: AppConfig) -> int:
         ensure_writable_dir("output_dir", config.output_dir)
     if config.source == "files" and config.input_dir:
         ensure_readable_dir("input_dir", config.input_dir)
+    if config.restore_from_snapshot and is_local_path(config.restore_from_snapshot):
+        from streaming_app.fs import LocalFs
+        from streaming_app.snapshots import find_snapshot
+
+        find_snapshot(LocalFs(), config.restore_from_snapshot)  # a typo fails before Spark
     for note in config.advisories():
         log.warning("%s", note)
     prepare_spark_env(config)

@@ -11,6 +11,9 @@ import pytest
 
 from streaming_app.dev_broker import DevBroker
 from tests.integration.harness import App
+from tests.integration.pg_helpers import pg_dsn, pg_table
+
+__all__ = ["pg_dsn", "pg_table"]  # fixtures for every integration test
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -57,6 +60,8 @@ def common_args(dirs: dict[str, Path]) -> list[str]:
         "--sink", "files",
         "--batch-interval", "1",
         "--checkpoint-interval", "2",
+        # Snapshots every 10 s: exercised everywhere, without doubling the work of 2 cores.
+        "--snapshot-interval", "10",
         "--spark-conf", "spark.ui.enabled=false",
     ]  # fmt: skip
 

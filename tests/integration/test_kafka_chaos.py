@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from streaming_app.kafka_client import KafkaConnection
+from streaming_app.pg_sink import read_progress
+from streaming_app.pg_sink import read_totals as read_pg_totals
 from streaming_app.produce import produce
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import VOCABULARY, truth, wait_for_totals
@@ -28,6 +30,8 @@ from tests.integration.kafka_helpers import (
     log_entries,
     read_all,
 )
+
+WORDS_PER_LINE = 8
 
 
 class BackgroundProducer:
@@ -46,7 +50,7 @@ class BackgroundProducer:
 
     def _lines(self) -> Iterator[str]:
         while not self._stop.is_set():
-            line = " ".join(self.rng.choices(VOCABULARY, k=8))
+            line = " ".join(self.rng.choices(VOCABULARY, k=WORDS_PER_LINE))
             self.sent.append(line)
             yield line
 
@@ -87,13 +91,80 @@ def wait_for_new_plan(checkpoint: Path, app: Any, timeout: float = 60) -> int:
     raise AssertionError("no batch was planned:\n" + app.log()[-3000:])
 
 
-def chaos(dirs: dict[str, Path], start_app: Any, bootstrap: str, kills: int, seed: int) -> None:
+class WholeBatchReader:
+    """Reads the postgres sink's table while the app writes it; checks every read is whole.
+
+    Every line has WORDS_PER_LINE words and every value is a line, so in any state that
+    holds whole batches the table's sum of counts is WORDS_PER_LINE times the records
+    below the Kafka end offsets recorded in the same transaction.
+    """
+
+    def __init__(self, dsn: str, table: str) -> None:
+        self.dsn, self.table = dsn, table
+        self.reads = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        query = sql.SQL(
+            "SELECT (SELECT coalesce(sum(count), 0) FROM {t}), "
+            "(SELECT source_position FROM {p} WHERE sink = %s)"
+        ).format(t=sql.Identifier(self.table), p=sql.Identifier(self.table + "_progress"))
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self._stop.wait(0.05):
+                try:
+                    with conn.transaction():
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        total, position = conn.execute(query, [self.table]).fetchone() or (0, None)
+                except psycopg.errors.UndefinedTable:
+                    continue  # the sink has not created its tables yet
+                if position is None:
+                    continue
+                records = sum(end for _, _, end in position["kafka"])
+                self.reads += 1
+                if total != WORDS_PER_LINE * records:
+                    self.failures.append(f"sum {total} != {WORDS_PER_LINE} x {records} records")
+
+    def stop(self) -> None:
+        """Stop reading; fail if any read saw part of a batch."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+        assert not self.failures, self.failures[:5]
+        assert self.reads > 10, f"only {self.reads} reads saw the progress row"
+
+
+def postgres_config(tmp_path: Path, dsn: str) -> Path:
+    """A config file with the DSN: credentials never go on the command line."""
+    path = tmp_path / "postgres.ini"
+    path.write_text(f"[postgres]\npostgres_dsn = {dsn}\n", encoding="utf-8")
+    return path
+
+
+def chaos(
+    dirs: dict[str, Path],
+    start_app: Any,
+    bootstrap: str,
+    kills: int,
+    seed: int,
+    pg: tuple[str, str],
+) -> None:
     rng = random.Random(seed)
     topic = fresh_topic("chaos")
     checkpoint = dirs["checkpoint"]
+    dsn, table = pg
     producer = BackgroundProducer(bootstrap, topic, seed)
+    reader = WholeBatchReader(dsn, table)
     # A cap keeps catch-up batches bounded, so batches keep running through the kills.
-    args = kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "30")
+    args = [
+        *kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "30"),
+        "--sink", "postgres", "--postgres-table", table,
+        "--config", str(postgres_config(checkpoint.parent, dsn)),
+    ]  # fmt: skip
     app = start_app(*args)
     app.wait_for_log(r"Started new streaming context")
     seen: Counter[str] = Counter()
@@ -131,6 +202,11 @@ def chaos(dirs: dict[str, Path], start_app: Any, bootstrap: str, kills: int, see
     time.sleep(5)  # more batches: a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
     assert app.terminate() == 0
+    reader.stop()
+    assert read_pg_totals(dsn, table) == expected
+    progress = read_progress(dsn, table)
+    assert progress is not None
+    assert sum(end for _, _, end in progress["source_position"]["kafka"]) == len(sent)
     assert_log_contiguous(checkpoint)
     assert planned_not_committed(checkpoint) == []
     assert seen["after-log"] >= 1 and seen["killed with a planned, uncommitted batch"] >= 1, seen
@@ -139,14 +215,14 @@ def chaos(dirs: dict[str, Path], start_app: Any, bootstrap: str, kills: int, see
 
 @pytest.mark.timeout(900)
 def test_kill_9_five_times_while_producing_exact_totals(
-    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, pg_dsn: str, pg_table: str
 ) -> None:
-    chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2026)
+    chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2026, pg=(pg_dsn, pg_table))
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_kill_9_twenty_five_times_while_producing_exact_totals(
-    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, pg_dsn: str, pg_table: str
 ) -> None:
-    chaos(dirs, start_app, kafka_bootstrap, kills=27, seed=7)
+    chaos(dirs, start_app, kafka_bootstrap, kills=27, seed=7, pg=(pg_dsn, pg_table))

@@ -160,7 +160,7 @@ def test_kafka_restore_into_a_new_checkpoint_with_other_intervals(
     new = tmp_path / "checkpoint-v2"
     restored_args = [
         *kafka_args(dirs, kafka_bootstrap, topic, "--batch-interval", "3"),
-        "--checkpoint-interval", "9", "--checkpoint-dir", str(new),
+        "--checkpoint-interval", "9", "--snapshot-interval", "9", "--checkpoint-dir", str(new),
         "--restore-from-snapshot", str(old),
     ]  # fmt: skip
     restored = start_app(*restored_args)

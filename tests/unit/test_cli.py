@@ -187,10 +187,31 @@ def test_run_help_lists_the_env_vars() -> None:
         "GROUP_ID",
         "ON_OFFSET_OUT_OF_RANGE",
         "MAX_VALUE_BYTES",
+        "ON_INCOMPATIBLE_CHECKPOINT",
+        "RESTORE_FROM_SNAPSHOT",
+        "SNAPSHOT_INTERVAL",
+        "SNAPSHOT_DIR",
+        "SNAPSHOT_KEEP",
+        "POSTGRES_TABLE",
     ]:
         assert f"STREAMING_APP_{name}" in result.stdout
     # Credentials have no flags: a password on a command line is visible to `ps`.
     assert "password" not in result.stdout.lower()
+
+
+def test_postgres_dsn_problems_never_show_the_password() -> None:
+    env = {"STREAMING_APP_POSTGRES_DSN": "postgresql://u:s3cret@127.0.0.1/db"}
+    result = invoke("run", "--sink", "postgres", "--postgres-table", "no-dashes", env=env)
+    line = assert_usage_error(result, "--postgres-table")
+    assert "s3cret" not in line
+
+
+def test_restore_from_a_path_without_snapshots_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke(
+        "run", "--source", "files", "--input-dir", str(tmp_path / "in"),
+        "--checkpoint-dir", str(tmp_path / "new"), "--restore-from-snapshot", str(tmp_path),
+    )  # fmt: skip
+    assert_usage_error(result, f"restore_from_snapshot {tmp_path}: no snapshot there")
 
 
 def test_kafka_without_topics_is_a_usage_error_before_spark() -> None:
