@@ -346,6 +346,15 @@ def dev_broker(port: int) -> None:
         broker.stop()
 
 
+def _register_checkpoint_commands() -> None:
+    from streaming_app.cli_checkpoint import checkpoint
+
+    cli.add_command(checkpoint)
+
+
+_register_checkpoint_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
