@@ -82,7 +82,7 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
         "DStream[tuple[str, int]]", counts.updateStateByKey(update_count, initialRDD=initial)
     )
     totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
-    attach_sinks(totals, counts, config)
+    attach_sinks(totals, counts, config, metadata.app_id)
     if config.snapshot_keep:
         snapshots = SnapshotSettings(
             directory=config.snapshots_at,

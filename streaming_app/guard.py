@@ -56,11 +56,9 @@ def state_checkpointed(fs: FileSystem, checkpoint_dir: str) -> bool:
 def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -> StartPlan:
     """Decide how this run starts; raises CheckpointError or ConfigError when it cannot."""
     ckpt = config.checkpoint_dir
-    has_checkpoint = bool(checkpoint_file_times(fs.list_names(ckpt)))
-    wanted = _wanted_seed(config)
-    if not has_checkpoint:
-        if wanted is not None:
-            return StartPlan(recover=False, seed=wanted)
+    if not has_checkpoint(fs, ckpt):
+        if config.restore_from_snapshot is not None:
+            return StartPlan(recover=False, seed=seed_at(config.restore_from_snapshot))
         return StartPlan(recover=False, seed=_unfinished_seed(fs, ckpt))
     try:
         recorded = read_metadata(fs, ckpt)
@@ -73,13 +71,15 @@ def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -
         )
     except CheckpointError as exc:
         recorded, problems = None, [f"its metadata record is unreadable: {exc}"]
-    if wanted is not None:
+    if config.restore_from_snapshot is not None:
         if recorded is not None and recorded.seeded_from:
-            # A supervisor restarting the same command line: the restore happened.
+            # A supervisor restarting the same command line: the restore happened (the
+            # snapshot may be gone by now, and is not looked up again).
             log.info(
                 "the checkpoint was already seeded from %s; recovering it (restore_from_snapshot "
-                "applies to a new checkpoint only)",
+                "%s applies to a new checkpoint only)",
                 recorded.seeded_from,
+                config.restore_from_snapshot,
             )
         else:
             raise ConfigError(
@@ -94,9 +94,7 @@ def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -
             "starting again from that snapshot",
             recorded.seeded_from,
         )
-        seed = _seed_at(recorded.seeded_from)
-        move_aside(fs, ckpt, "unfinished")
-        return StartPlan(recover=False, seed=seed)
+        return reseed(fs, ckpt, recorded.seeded_from)
     if problems:
         return incompatible(fs, config, recorded, problems)
     return StartPlan(recover=True)
@@ -118,7 +116,7 @@ def incompatible(
             "aside. See README 'Upgrades'"
         )
     try:
-        path, manifest = find_snapshot(fs, snapshots)
+        path, manifest = find_snapshot(filesystem_for(snapshots), snapshots)
     except ConfigError:
         raise CheckpointError(
             f"checkpoint {ckpt} cannot be used by this run ({what}) and there is no snapshot "
@@ -150,15 +148,33 @@ def _snapshot_dir(config: AppConfig, recorded: CheckpointMetadata | None) -> str
     return config.snapshots_at
 
 
-def _seed_at(path: str) -> Seed:
-    found, manifest = find_snapshot(filesystem_for(path), path)
+def has_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
+    """Whether Spark has written a checkpoint file there."""
+    return bool(checkpoint_file_times(fs.list_names(checkpoint_dir)))
+
+
+def reseed(fs: FileSystem, checkpoint_dir: str, snapshot: str) -> StartPlan:
+    """Move a seeded checkpoint that Spark cannot recover aside; seed again from its snapshot."""
+    seed = seed_at(snapshot)
+    move_aside(fs, checkpoint_dir, "unfinished")
+    return StartPlan(recover=False, seed=seed)
+
+
+def seed_at(path: str) -> Seed:
+    """The snapshot at `path`; for an old checkpoint, also where its metadata kept them."""
+    fs = filesystem_for(path)
+    try:
+        found, manifest = find_snapshot(fs, path)
+    except ConfigError:
+        try:
+            recorded = read_metadata(fs, path)
+        except CheckpointError:
+            recorded = None
+        elsewhere = recorded.settings.get("snapshot_dir") if recorded else None
+        if not isinstance(elsewhere, str) or elsewhere.rstrip("/") == path.rstrip("/"):
+            raise
+        found, manifest = find_snapshot(filesystem_for(elsewhere), elsewhere)
     return Seed(found, manifest)
-
-
-def _wanted_seed(config: AppConfig) -> Seed | None:
-    if config.restore_from_snapshot is None:
-        return None
-    return _seed_at(config.restore_from_snapshot)
 
 
 def _unfinished_seed(fs: FileSystem, checkpoint_dir: str) -> Seed | None:
@@ -174,4 +190,4 @@ def _unfinished_seed(fs: FileSystem, checkpoint_dir: str) -> Seed | None:
         "seeding again from it",
         recorded.seeded_from,
     )
-    return _seed_at(recorded.seeded_from)
+    return seed_at(recorded.seeded_from)

@@ -30,6 +30,7 @@ class PostgresTarget:
     source: str
     checkpoint_dir: str
     batch_ms: int
+    context_id: str  # the checkpoint metadata's app_id: a new one means a new state
 
 
 @dataclass
@@ -102,24 +103,33 @@ def write_postgres(
 ) -> None:
     """Write a batch's totals: only those it changed if the table has the previous batch.
 
-    After a gap (first batch, a restore, a restart after down time) every total is
-    written; rows are absolute totals, so that is always right, only larger.
+    After a gap (first batch, a restart after down time) or when the table was written
+    by another context (a restore, a fresh start), the table is replaced by all the
+    totals; rows are absolute totals, so that is always right, only larger.
     """
     from streaming_app.hadoop_fs import HadoopFs
     from streaming_app.sinks import epoch_ms, mark_written
 
     batch_ms = epoch_ms(batch_time)
     writer = _writer(target.table)
-    recorded = writer.last_batch_ms()
-    if recorded is not None and recorded >= batch_ms:
+    progress = writer.last_progress()
+    if progress is not None and progress[0] >= batch_ms:
         log.info("batch_time_ms=%d: already in postgres table %s; skipped", batch_ms, target.table)
         mark_written(batch_ms, "postgres")
         return
-    whole = recorded is None or recorded < batch_ms - target.batch_ms
+    whole = (
+        progress is None
+        or progress[0] < batch_ms - target.batch_ms
+        or not isinstance(progress[1], dict)
+        or progress[1].get("context") != target.context_id
+    )
     rows = rdd.map(_row).collect() if whole else rdd.filter(_changed).map(_row).collect()
     fs = HadoopFs(rdd.context, target.checkpoint_dir)
-    position = source_position(fs, target.source, target.checkpoint_dir, batch_ms)
-    if writer.write_batch(batch_ms, rows, position):
+    position = {
+        "context": target.context_id,
+        **(source_position(fs, target.source, target.checkpoint_dir, batch_ms) or {}),
+    }
+    if writer.write_batch(batch_ms, rows, position, replace=whole):
         log.debug(
             "postgres batch_time_ms=%d table=%s rows=%d%s",
             batch_ms,

@@ -190,27 +190,39 @@ class PostgresWriter:
 
     def last_batch_ms(self) -> int | None:
         """The batch time of the last batch written, or None before the first."""
-        query = sql.SQL("SELECT batch_ms FROM {} WHERE sink = %s").format(self._progress)
+        progress = self.last_progress()
+        return None if progress is None else progress[0]
 
-        def read(conn: Connection) -> int | None:
+    def last_progress(self) -> tuple[int, Any] | None:
+        """The last batch written and the source position recorded with it, or None."""
+        query = sql.SQL("SELECT batch_ms, source_position FROM {} WHERE sink = %s").format(
+            self._progress
+        )
+
+        def read(conn: Connection) -> tuple[int, Any] | None:
             row = conn.execute(query, [self.table]).fetchone()
-            return None if row is None else int(row[0])
+            return None if row is None else (int(row[0]), row[1])
 
         return self._run("reading progress from", read)
 
     def write_batch(
-        self, batch_ms: int, rows: Iterable[tuple[str, int]], source_position: Any = None
+        self,
+        batch_ms: int,
+        rows: Iterable[tuple[str, int]],
+        source_position: Any = None,
+        replace: bool = False,
     ) -> bool:
         """Write the batch's totals and progress in one transaction; False if already written.
 
-        A batch time at or before the recorded one is a replay: it changes nothing.
+        A batch time at or before the recorded one is a replay: it changes nothing. With
+        `replace`, the rows are all the totals: words not among them are deleted.
         """
         staged = list(rows)  # a retry writes the same rows again, so an iterator is read once
         position = None if source_position is None else json.dumps(source_position)
 
         def write(conn: Connection) -> bool:
             with conn.transaction():
-                return self._write(conn, batch_ms, staged, position)
+                return self._write(conn, batch_ms, staged, position, replace)
 
         written = self._run(f"writing batch_time_ms={batch_ms} to", write)
         if written:
@@ -289,11 +301,18 @@ class PostgresWriter:
                 return None  # our uncommitted row: other writers wait on its key
 
     def _write(
-        self, conn: Connection, batch_ms: int, rows: list[tuple[str, int]], position: str | None
+        self,
+        conn: Connection,
+        batch_ms: int,
+        rows: list[tuple[str, int]],
+        position: str | None,
+        replace: bool,
     ) -> bool:
         previous = self._lock_progress(conn, batch_ms)
         if previous is not None and previous >= batch_ms:
             return False
+        if replace and not rows:
+            conn.execute(sql.SQL("DELETE FROM {}").format(self._totals))
         if rows:
             conn.execute(
                 "CREATE TEMPORARY TABLE pg_temp.streaming_app_staging"
@@ -313,6 +332,13 @@ class PostgresWriter:
                 ).format(self._totals),
                 [batch_ms],
             )
+            if replace:
+                conn.execute(
+                    sql.SQL(
+                        "DELETE FROM {} t WHERE NOT EXISTS"
+                        " (SELECT 1 FROM pg_temp.streaming_app_staging s WHERE s.word = t.word)"
+                    ).format(self._totals)
+                )
         conn.execute(
             sql.SQL(
                 "UPDATE {} SET batch_ms = %s, source_position = %s::jsonb, rows_written = %s,"

@@ -181,6 +181,18 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
             return f"duration of {duration:g} s reached"
 
 
+def _check_restore_path(config: AppConfig) -> None:
+    """A restore from a mistyped local path fails before Spark starts (exit 2)."""
+    path = config.restore_from_snapshot
+    if not path or not is_local_path(path) or not is_local_path(config.checkpoint_dir):
+        return
+    from streaming_app.fs import LocalFs
+    from streaming_app.guard import has_checkpoint, seed_at
+
+    if not has_checkpoint(LocalFs(), config.checkpoint_dir):  # else: already restored
+        seed_at(path)
+
+
 def run(config: AppConfig) -> int:
     """Run the app until stopped; returns the exit code (raises StreamingAppError on failure)."""
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
@@ -188,11 +200,7 @@ def run(config: AppConfig) -> int:
         ensure_writable_dir("output_dir", config.output_dir)
     if config.source == "files" and config.input_dir:
         ensure_readable_dir("input_dir", config.input_dir)
-    if config.restore_from_snapshot and is_local_path(config.restore_from_snapshot):
-        from streaming_app.fs import LocalFs
-        from streaming_app.snapshots import find_snapshot
-
-        find_snapshot(LocalFs(), config.restore_from_snapshot)  # a typo fails before Spark
+    _check_restore_path(config)
     for note in config.advisories():
         log.warning("%s", note)
     prepare_spark_env(config)

@@ -87,7 +87,10 @@ def write_totals(
 
 
 def attach_sinks(
-    totals: DStream[tuple[str, int]], counts: DStream[tuple[str, int]], config: AppConfig
+    totals: DStream[tuple[str, int]],
+    counts: DStream[tuple[str, int]],
+    config: AppConfig,
+    context_id: str,
 ) -> None:
     """Attach the configured sinks, then the snapshot writer, as output operations."""
     # The lambdas capture only plain values and frozen settings, so they pickle into
@@ -107,7 +110,11 @@ def attach_sinks(
         from streaming_app.pg_output import PostgresTarget, with_changes, write_postgres
 
         target = PostgresTarget(
-            config.postgres_table, config.source, config.checkpoint_dir, config.batch_ms
+            config.postgres_table,
+            config.source,
+            config.checkpoint_dir,
+            config.batch_ms,
+            context_id,
         )
         changes = totals.transformWith(with_changes, counts)
         changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))

@@ -103,9 +103,11 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
         position=position,
         context_id=settings.context_id,
     )
-    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
-    fs.write_atomic(join(temp, MANIFEST), body.encode("utf-8"))
     fs.publish_dir(temp, final)
+    # The manifest last, as the commit marker: a directory rename is a copy on object
+    # stores, and a snapshot without its manifest is never restored from.
+    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
+    fs.write_atomic(join(final, MANIFEST), body.encode("utf-8"))
     for name in to_prune(fs.list_names(settings.directory), settings.keep, batch_ms):
         fs.delete(join(settings.directory, name))
     if settings.source == "files":

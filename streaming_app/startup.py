@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -11,13 +12,25 @@ from typing import Any
 from streaming_app.config import AppConfig
 from streaming_app.errors import CheckpointError, StreamingFailedError
 from streaming_app.fs import FileSystem, join
-from streaming_app.guard import RESTORE, StartPlan, filesystem_for, incompatible, plan_start
+from streaming_app.guard import (
+    RESTORE,
+    StartPlan,
+    filesystem_for,
+    incompatible,
+    plan_start,
+    reseed,
+)
 from streaming_app.offset_log import CHECKPOINT_FILE
 from streaming_app.restore import Seed
 from streaming_app.run import failure_text, java_summary, under_spark_submit
 
 log = logging.getLogger(__name__)
 
+# Storage that did not answer: the checkpoint may be fine, and a restart may read it.
+TRANSIENT = re.compile(
+    r"ConnectException|SocketTimeoutException|UnknownHostException|NoRouteToHostException"
+    r"|Connection refused|RetriableException|SafeModeException|StandbyException|timed out"
+)
 # Spark keeps ten checkpoint files; each attempt sets aside at least one of them.
 MAX_FALLBACKS = 10
 # Spark takes any name containing "checkpoint-<digits>" for one of its files.
@@ -44,9 +57,10 @@ def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, boo
         ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
     except Exception as exc:
         summary = java_summary(exc)
-        if not created and state_files_missing(failure_text(exc)):
+        text = failure_text(exc)
+        if not created and state_files_missing(text):
             raise UnusableCheckpointError(summary) from None
-        if created or "Failed to read checkpoint" not in failure_text(exc):
+        if created or "Failed to read checkpoint" not in text or TRANSIENT.search(text):
             # Not the checkpoint's fault (Java missing, a bad master, HDFS down): a
             # restart may well succeed, so this is a crash, not exit 3.
             raise StreamingFailedError(
@@ -70,13 +84,29 @@ def start_context(config: AppConfig, plan: StartPlan | None = None) -> tuple[Any
     if plan is None:
         plan = plan_start(fs, config, CheckpointMetadata.for_config(config))
     try:
-        return get_or_create(config, plan.seed)
+        return get_or_create(config, mark_seeding(fs, config, plan))
     except CheckpointError as error:
         if not plan.recover or config.on_incompatible_checkpoint != RESTORE:
             raise
         # Every checkpoint file failed to load in Spark: the policy applies as well.
         plan = incompatible(fs, config, None, [str(error).split(". ")[0]])
-        return get_or_create(config, plan.seed)
+        return get_or_create(config, mark_seeding(fs, config, plan))
+
+
+def mark_seeding(fs: FileSystem, config: AppConfig, plan: StartPlan) -> Seed | None:
+    """Record a planned seed in the checkpoint directory before Spark starts; return it.
+
+    Starting Spark takes seconds; a driver killed meanwhile must seed again on restart,
+    not start from empty totals (the factory rewrites the record when it runs).
+    """
+    from streaming_app.metadata import CheckpointMetadata, write_metadata
+
+    if plan.seed is not None:
+        pending = CheckpointMetadata.for_config(
+            config, seeded_from=plan.seed.path, seeded_batch_ms=plan.seed.manifest.batch_time_ms
+        )
+        write_metadata(fs, config.checkpoint_dir, pending)
+    return plan.seed
 
 
 def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
@@ -106,7 +136,13 @@ def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
             return ssc
         except Exception as exc:
             stop_quietly(ssc)
-            if recovered_ms is None or not state_files_missing(failure_text(exc)):
+            text = failure_text(exc)
+            if recovered_ms is not None and "lacks a SparkContext" in text:
+                # A seeded context before its first state checkpoint: the initial RDD
+                # does not survive the checkpoint. Seed it again from the same snapshot.
+                plan = reseed_unrecoverable(fs, config, java_summary(exc))
+                continue
+            if recovered_ms is None or not state_files_missing(text):
                 raise
             plan = set_aside_from(fs, config, recovered_ms, java_summary(exc))
     raise CheckpointError(
@@ -114,6 +150,22 @@ def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
         f"--on-incompatible-checkpoint {RESTORE} to carry the totals over from the newest "
         "snapshot, or move the directory aside to start afresh"
     )
+
+
+def reseed_unrecoverable(fs: FileSystem, config: AppConfig, why: str) -> StartPlan:
+    """The plan for a seeded checkpoint that Spark cannot recover: seed it again."""
+    from streaming_app.metadata import read_metadata
+
+    recorded = read_metadata(fs, config.checkpoint_dir)
+    if recorded is None or not recorded.seeded_from:
+        raise CheckpointError(f"cannot recover checkpoint {config.checkpoint_dir}: {why}")
+    log.warning(
+        "the checkpoint was seeded from %s and Spark cannot recover it before its first "
+        "state checkpoint (%s); starting again from that snapshot",
+        recorded.seeded_from,
+        why,
+    )
+    return reseed(fs, config.checkpoint_dir, recorded.seeded_from)
 
 
 def state_files_missing(text: str) -> bool:

@@ -79,6 +79,17 @@ def test_batches_write_absolute_totals_and_progress(pg_dsn: str, pg_table: str) 
         assert writer.last_batch_ms() == 4000
 
 
+def test_replace_makes_the_table_exactly_the_given_totals(pg_dsn: str, pg_table: str) -> None:
+    with PostgresWriter(pg_dsn, pg_table) as writer:
+        assert writer.write_batch(1000, [("a", 5), ("b", 2), ("stale", 9)], {"context": "old"})
+        # A restored context's first batch: all its totals, and only those.
+        assert writer.write_batch(2000, [("a", 3), ("c", 1)], {"context": "new"}, replace=True)
+        assert read_totals(pg_dsn, pg_table) == {"a": 3, "c": 1}
+        assert writer.last_progress() == (2000, {"context": "new"})
+        assert writer.write_batch(3000, [], None, replace=True)
+    assert read_totals(pg_dsn, pg_table) == {}
+
+
 def test_replayed_and_older_batches_change_nothing(pg_dsn: str, pg_table: str) -> None:
     with PostgresWriter(pg_dsn, pg_table) as writer:
         assert writer.write_batch(1000, [("a", 1)], {"kafka": [["t", 0, 1]]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from streaming_app.config import AppConfig, load_config
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.fs import LocalFs
-from streaming_app.guard import plan_start, state_checkpointed
+from streaming_app.guard import plan_start, seed_at, state_checkpointed
 from streaming_app.metadata import (
     CheckpointMetadata,
     differences,
@@ -19,6 +20,7 @@ from streaming_app.metadata import (
     write_metadata,
 )
 from streaming_app.snapshots import MANIFEST, Manifest, snapshot_name
+from streaming_app.startup import TRANSIENT, mark_seeding
 
 UUID_DIR = "0b9f7a4e-2c1d-4e5f-8a9b-0c1d2e3f4a5b"
 
@@ -174,6 +176,9 @@ def test_restore_from_snapshot_needs_a_new_checkpoint_dir_but_reruns_recover(
     spark_checkpoint(Path(config.checkpoint_dir), 7000)
     (Path(config.checkpoint_dir) / UUID_DIR / "rdd-12").mkdir(parents=True)
     assert plan_start(LocalFs(), config, current).recover
+    # Once restored, the old snapshot may be deleted: restarts do not look for it again.
+    shutil.rmtree(tmp_path / "old")
+    assert plan_start(LocalFs(), config, current).recover
     other = make_config(tmp_path, ("restore_from_snapshot", str(snapshot)))
     write_metadata(LocalFs(), other.checkpoint_dir, current)  # not seeded
     with pytest.raises(ConfigError, match="already holds a checkpoint"):
@@ -200,3 +205,37 @@ def test_a_seeded_run_killed_before_any_checkpoint_is_seeded_again(tmp_path: Pat
     write_metadata(LocalFs(), config.checkpoint_dir, seeded)
     plan = plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
     assert plan.seed is not None and plan.seed.path == str(snapshot)
+
+
+def test_a_planned_seed_is_recorded_before_spark_starts(tmp_path: Path) -> None:
+    snapshot = add_snapshot(tmp_path / "old" / "snapshots", 5000)
+    config = make_config(tmp_path, ("restore_from_snapshot", str(snapshot)))
+    plan = plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
+    assert mark_seeding(LocalFs(), config, plan) == plan.seed
+    # Killed before the factory ran: the restart, even without the flag, seeds again.
+    plain = make_config(tmp_path)
+    again = plan_start(LocalFs(), plain, CheckpointMetadata.for_config(plain))
+    assert again.seed is not None and again.seed.path == str(snapshot)
+
+
+def test_restoring_from_an_old_checkpoint_finds_snapshots_kept_elsewhere(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "snaps"
+    snapshot = add_snapshot(elsewhere, 5000)
+    old = make_config(tmp_path, ("snapshot_dir", str(elsewhere)))
+    write_metadata(LocalFs(), old.checkpoint_dir, CheckpointMetadata.for_config(old))
+    assert seed_at(old.checkpoint_dir).path == str(snapshot)
+
+
+@pytest.mark.parametrize(
+    ("text", "transient"),
+    [
+        ("java.net.ConnectException: Connection refused", True),
+        ("org.apache.hadoop.ipc.RetriableException: namenode in safe mode", True),
+        ("java.io.InvalidClassException: local class incompatible", False),
+        ("org.apache.hadoop.fs.ChecksumException: Checksum error", False),
+    ],
+)
+def test_storage_that_does_not_answer_is_not_an_unreadable_checkpoint(
+    text: str, transient: bool
+) -> None:
+    assert bool(TRANSIENT.search(text)) is transient

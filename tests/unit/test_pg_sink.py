@@ -94,10 +94,10 @@ class NoWait(threading.Event):
 
 
 def fake_connection(last_batch_ms: int = 1234) -> Any:
-    """A connection whose every query answers one row: (last_batch_ms,)."""
+    """A connection whose every query answers one row: (last_batch_ms, no position)."""
     conn = mock.MagicMock(name="connection")
     conn.closed = False
-    conn.execute.return_value.fetchone.return_value = (last_batch_ms,)
+    conn.execute.return_value.fetchone.return_value = (last_batch_ms, None)
     return conn
 
 
