@@ -132,6 +132,9 @@ def run_demo(
         "batch_interval": str(batch_interval),
         # Five batches: within the usual guidance, and a visible state checkpoint soon.
         "checkpoint_interval": str(round(batch_interval * 5, 3)),
+        # A snapshot a minute: the demo's short runs on small machines keep up with
+        # their batches, so that a graceful stop finishes in time.
+        "snapshot_interval": str(round(batch_interval * 60, 3)),
         "duration": str(duration) if duration else "",
         "sinks": "console,files" if output_dir else "console",
         "output_dir": output_dir or "",

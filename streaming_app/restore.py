@@ -7,7 +7,7 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streaming_app.config import AppConfig
 from streaming_app.fs import join
@@ -94,8 +94,3 @@ def seed_state(
         f"; plus {len(extra)} input file(s) the snapshot does not include" if extra else "",
     )
     return totals, frozenset(extra)
-
-
-def describe(seed: Any) -> str:
-    """One line naming a seed for logs."""
-    return f"{seed.path} (batch_time_ms={seed.manifest.batch_time_ms})"
