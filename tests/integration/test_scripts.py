@@ -142,6 +142,9 @@ def test_netcat_demo_counts_what_is_typed_into_nc(tmp_path: Path) -> None:
             stderr=err,
             env=env,
             start_new_session=True,
+            # As a terminal starts it: a runner started in the background (`cmd &`)
+            # ignores SIGINT, the script would inherit that, and bash cannot trap it then.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     app_pid = None
     try:
