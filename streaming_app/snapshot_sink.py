@@ -52,7 +52,9 @@ def is_due(batch_ms: int, settings: SnapshotSettings) -> bool:
     return settings.keep > 0 and batch_ms % settings.interval_ms == 0
 
 
-def write_snapshot(batch_time: datetime, rdd: RDD[tuple[str, int]], settings: Any) -> None:
+def write_snapshot(
+    batch_time: datetime, rdd: RDD[tuple[str, int]], settings: SnapshotSettings
+) -> None:
     """Write the totals of a due batch as a snapshot; a failure is a warning, not a crash."""
     from streaming_app.sinks import epoch_ms
 
