@@ -238,14 +238,6 @@ def log_recovery(ssc: Any, config: AppConfig) -> int | None:
         stamp.strftime("%Y-%m-%d %H:%M:%S"),
         missed,
     )
-    if batch_ms != config.batch_ms:
-        log.warning(
-            "the checkpoint's batch interval is %g s; the configured %g s is ignored "
-            "(settings of the graph come from the checkpoint; use a new checkpoint "
-            "directory to change them)",
-            batch_ms / 1000,
-            config.batch_interval,
-        )
     return checkpoint_ms
 
 
