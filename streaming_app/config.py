@@ -13,6 +13,7 @@ from typing import Any
 
 from streaming_app.errors import ConfigError
 from streaming_app.offsets import OUT_OF_RANGE_POLICIES, parse_starting_offsets, parse_topics
+from streaming_app.pg_names import validate_table_name
 from streaming_app.text import DEFAULT_TOKEN_PATTERN
 
 ENV_PREFIX = "STREAMING_APP_"
@@ -134,14 +135,7 @@ def _pattern(raw: str) -> str:
 
 
 def _table_name(raw: str) -> str:
-    value = raw.strip()
-    # The table name leaves room for the `_progress` suffix within PostgreSQL's 63.
-    if not re.fullmatch(r"(?:[A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,53}", value):
-        raise ValueError(
-            f"{value!r} is not a table name ([schema.]name of letters, digits and _; "
-            "the name at most 54 characters)"
-        )
-    return value
+    return validate_table_name(raw.strip())
 
 
 def _setting(section: str, parse: Callable[[str], Any], default: Any, help: str) -> Any:

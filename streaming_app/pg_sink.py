@@ -18,17 +18,13 @@ from psycopg.conninfo import conninfo_to_dict
 
 from streaming_app.errors import SinkError
 from streaming_app.kafka_client import with_retries
+from streaming_app.pg_names import PROGRESS_SUFFIX, validate_table_name
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
 
-PROGRESS_SUFFIX = "_progress"
-# PostgreSQL silently truncates longer identifiers, which could merge two sinks' tables.
-MAX_IDENTIFIER = 63
-_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,62}"
-_TABLE = re.compile(rf"(?:({_NAME})\.)?({_NAME})")
 # Every schema creation of this module takes the same lock, so `t` and `public.t` do too.
 _SCHEMA_LOCK = "streaming_app.pg_sink schema"
 # Keepalives and a TCP user timeout turn a vanished server into an error within about a
@@ -64,23 +60,6 @@ _FATAL_HINTS = (
 
 class PostgresUnavailableError(ConnectionError):
     """PostgreSQL cannot be reached or dropped the connection: worth retrying."""
-
-
-def validate_table_name(name: str) -> str:
-    """The name if it is `table` or `schema.table` of letters, digits and _; else ValueError."""
-    match = _TABLE.fullmatch(name)
-    if match is None:
-        raise ValueError(
-            f"{name!r} is not a table name: [schema.]table, each a letter or _ then up to 62 "
-            "letters, digits or _"
-        )
-    if len(match[2] + PROGRESS_SUFFIX) > MAX_IDENTIFIER:
-        raise ValueError(
-            f"table name {match[2]!r} is too long: at most "
-            f"{MAX_IDENTIFIER - len(PROGRESS_SUFFIX)} characters, so that "
-            f"{match[2]}{PROGRESS_SUFFIX} fits PostgreSQL's {MAX_IDENTIFIER}"
-        )
-    return name
 
 
 def redact_dsn(dsn: str) -> str:
