@@ -20,6 +20,7 @@ from streaming_app.snapshots import (
     format_line,
     kafka_position,
     read_manifest,
+    snapshot_batch,
     snapshot_name,
     snapshot_times,
     to_prune,
@@ -82,9 +83,11 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     from streaming_app.hadoop_fs import HadoopFs
 
     fs = HadoopFs(rdd.context, settings.directory)
-    if _needless(fs, batch_ms, settings):
+    times = snapshot_times(fs, settings.directory)
+    if _needless(fs, times, batch_ms, settings):
         return None
-    position = _position(rdd, batch_ms, settings, fs)
+    log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
+    position = _position(rdd, batch_ms, settings, fs, log_fs, times)
     temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
@@ -110,16 +113,19 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     # stores, and a snapshot without its manifest is never restored from.
     body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
     fs.write_atomic(join(final, MANIFEST), body.encode("utf-8"))
-    for name in to_prune(fs.list_names(settings.directory), settings.keep, batch_ms):
+    names = fs.list_names(settings.directory)
+    doomed = to_prune(names, settings.keep, batch_ms)
+    for name in doomed:
         fs.delete(join(settings.directory, name))
-    if settings.source == "files":
-        _prune_input_files(rdd, settings, fs)
+    kept = sorted(t for n in names if n not in doomed and (t := snapshot_batch(n)) is not None)
+    if settings.source == "files" and kept:
+        # Entries that the oldest kept snapshot already includes are not needed any more.
+        InputFilesLog(log_fs, settings.checkpoint_dir).prune(kept[0] + 1)
     return final
 
 
-def _needless(fs: FileSystem, batch_ms: int, settings: SnapshotSettings) -> bool:
+def _needless(fs: FileSystem, times: list[int], batch_ms: int, settings: SnapshotSettings) -> bool:
     """A batch replayed after recovery: its snapshot is there already, or would be pruned."""
-    times = snapshot_times(fs, settings.directory)
     if sum(1 for t in times if t > batch_ms) >= settings.keep:
         return True
     if batch_ms not in times:
@@ -133,23 +139,30 @@ def _needless(fs: FileSystem, batch_ms: int, settings: SnapshotSettings) -> bool
 
 
 def _position(
-    rdd: RDD[Any], batch_ms: int, settings: SnapshotSettings, fs: FileSystem
+    rdd: RDD[Any],
+    batch_ms: int,
+    settings: SnapshotSettings,
+    fs: FileSystem,
+    log_fs: FileSystem,
+    times: list[int],
 ) -> dict[str, Any]:
-    from streaming_app.hadoop_fs import HadoopFs
-
     if settings.source == "kafka":
-        log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
         ranges = OffsetLog(log_fs, settings.checkpoint_dir).read_ranges(batch_ms)
         if ranges is None:
             raise RuntimeError(f"the offset log has no entry for batch_time_ms={batch_ms}")
         return kafka_position(ranges)
     if settings.source == "files":
-        return {"files": sorted(_files_counted(rdd, batch_ms, settings, fs))}
+        return {"files": sorted(_files_counted(rdd, batch_ms, settings, fs, log_fs, times))}
     return {}  # a socket cannot be replayed from a position
 
 
 def _files_counted(
-    rdd: RDD[Any], batch_ms: int, settings: SnapshotSettings, fs: FileSystem
+    rdd: RDD[Any],
+    batch_ms: int,
+    settings: SnapshotSettings,
+    fs: FileSystem,
+    log_fs: FileSystem,
+    times: list[int],
 ) -> set[str]:
     """Files the totals as of `batch_ms` include (or that the stream skipped at its start).
 
@@ -161,7 +174,7 @@ def _files_counted(
     assert settings.input_dir is not None
     counted: set[str] = set()
     after: int | None = None
-    for earlier in reversed([t for t in snapshot_times(fs, settings.directory) if t < batch_ms]):
+    for earlier in reversed([t for t in times if t < batch_ms]):
         try:
             manifest = read_manifest(fs, join(settings.directory, snapshot_name(earlier)))
         except ValueError:
@@ -169,22 +182,8 @@ def _files_counted(
         if manifest.context_id == settings.context_id:
             counted, after = set(manifest.files()), earlier
         break
-    log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
     counted |= InputFilesLog(log_fs, settings.checkpoint_dir).files_between(after, batch_ms)
     present = set(
         visible_names(HadoopFs(rdd.context, settings.input_dir).list_names(settings.input_dir))
     )
     return counted & present
-
-
-def _prune_input_files(rdd: RDD[Any], settings: SnapshotSettings, fs: FileSystem) -> None:
-    """Drop input-files entries that the oldest kept snapshot already includes."""
-    from streaming_app.hadoop_fs import HadoopFs
-
-    kept = snapshot_times(fs, settings.directory)
-    if not kept:
-        return
-    files_log = InputFilesLog(
-        HadoopFs(rdd.context, settings.checkpoint_dir), settings.checkpoint_dir
-    )
-    files_log.prune(kept[0] + 1)
