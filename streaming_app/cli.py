@@ -76,6 +76,21 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _option("output_dir", metavar="DIR"),
             _option("postgres_table", metavar="[SCHEMA.]TABLE"),
             _option("master", metavar="URL"),
+            click.option(
+                "--allow-local-checkpoint",
+                "allow_local_checkpoint",
+                flag_value="true",
+                default=None,
+                help=setting_help("allow_local_checkpoint"),
+            ),
+            _option("stop_timeout", metavar="SECONDS"),
+            _option("metrics_file", metavar="FILE"),
+            click.option(
+                "--progress/--no-progress",
+                "progress",
+                default=None,
+                help=setting_help("progress"),
+            ),
             _option("duration", metavar="SECONDS"),
             _option("top_n", metavar="N"),
             _option(
@@ -119,6 +134,8 @@ def run(
 
     if sinks:
         settings["sinks"] = ",".join(sinks)
+    if settings.get("progress") is not None:  # --progress/--no-progress
+        settings["progress"] = str(settings["progress"]).lower()
     try:
         config = load_config(config_file, cli=settings, spark_conf=spark_conf)
         setup_logging(config.log_level)
@@ -346,13 +363,66 @@ def dev_broker(port: int) -> None:
         broker.stop()
 
 
-def _register_checkpoint_commands() -> None:
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--max-failures",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="crashes within --failure-window that make a crash loop (then it stops)",
+)
+@click.option(
+    "--failure-window",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="seconds over which crashes are counted",
+)
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="seconds before the first restart; doubles with each crash in the window",
+)
+@click.option(
+    "--max-backoff",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="longest wait between restarts, seconds",
+)
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED, metavar="-- [RUN OPTIONS]...")
+def supervise(
+    max_failures: int,
+    failure_window: float,
+    backoff: float,
+    max_backoff: float,
+    run_args: tuple[str, ...],
+) -> None:
+    """Run `streaming-app run RUN OPTIONS` and restart it when it crashes.
+
+    Crashes (exit 1, or killed) restart with exponential backoff; any other exit ends
+    supervise with the same code. SIGTERM/SIGINT are passed on: the driver stops
+    gracefully and is not restarted.
+    """
+    from streaming_app.supervise import Policy
+    from streaming_app.supervise import supervise as supervise_driver
+
+    setup_logging("info")
+    policy = Policy(max_failures, failure_window, backoff, max(max_backoff, backoff))
+    sys.exit(supervise_driver(run_args, policy))
+
+
+def _register_commands() -> None:
     from streaming_app.cli_checkpoint import checkpoint
+    from streaming_app.cli_report import report
 
     cli.add_command(checkpoint)
+    cli.add_command(report)
 
 
-_register_checkpoint_commands()
+_register_commands()
 
 
 def main() -> None:

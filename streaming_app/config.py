@@ -179,6 +179,22 @@ class AppConfig:
         None,
         "start a new checkpoint seeded from this snapshot (or the newest under this dir)",
     )
+    stop_timeout: float = _setting(
+        "app",
+        _seconds,
+        30.0,
+        "seconds a requested stop waits for the batches in flight before stopping hard",
+    )
+    allow_local_checkpoint: bool = _setting(
+        "app",
+        _bool,
+        False,
+        "allow a local checkpoint_dir with a cluster master (every node mounts it) [false]",
+    )
+    metrics_file: str | None = _setting(
+        "metrics", _optional_str, None, "append one JSON line per completed batch here [none]"
+    )
+    progress: bool = _setting("metrics", _bool, True, "log one progress line per completed batch")
     snapshot_interval: float | None = _setting(
         "snapshots", _optional_seconds, None, "state snapshot interval, s [checkpoint_interval]"
     )

@@ -193,6 +193,55 @@ def _check_restore_path(config: AppConfig) -> None:
         seed_at(path)
 
 
+def _check_metrics_file(path: str) -> None:
+    if not is_local_path(path):
+        raise ConfigError(f"metrics_file {path}: must be a local path (the driver appends to it)")
+    ensure_writable_dir("metrics_file", os.path.dirname(os.path.abspath(path)))
+
+
+def effective_master(config: AppConfig) -> tuple[str, str]:
+    """The master Spark will use and the default filesystem of paths without a scheme.
+
+    Under spark-submit both come from its JVM (--master, HADOOP_CONF_DIR); otherwise the
+    master is ours and such paths are local.
+    """
+    if not under_spark_submit():
+        return config.master, "file:///"
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    jvm: Any = SparkContext._jvm
+    master = jvm.System.getProperty("spark.master") or config.master
+    default_fs = jvm.org.apache.hadoop.conf.Configuration().get("fs.defaultFS") or "file:///"
+    return str(master), str(default_fs)
+
+
+def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -> None:
+    """Refuse a local checkpoint directory for a cluster unless it is allowed (exit 2).
+
+    Executors write the state checkpoint: on other machines a local path silently
+    splits it over their disks and recovery finds a partial checkpoint.
+    """
+    if master.startswith("local") or not is_local_path(config.checkpoint_dir):
+        return
+    if not default_fs.startswith("file:"):
+        return  # a path without a scheme is on HDFS (or the like), shared
+    if config.allow_local_checkpoint:
+        log.warning(
+            "checkpoint_dir %s is a local path with master %s: correct only if every "
+            "node mounts it at the same path (allow_local_checkpoint = true)",
+            config.checkpoint_dir,
+            master,
+        )
+        return
+    raise ConfigError(
+        f"checkpoint_dir {config.checkpoint_dir}: a local path, but master {master} runs "
+        "executors on other machines; use storage they share (hdfs://..., s3a://...), or "
+        "set allow_local_checkpoint = true (--allow-local-checkpoint) if every node mounts "
+        "this path"
+    )
+
+
 def run(config: AppConfig) -> int:
     """Run the app until stopped; returns the exit code (raises StreamingAppError on failure)."""
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
@@ -201,9 +250,12 @@ def run(config: AppConfig) -> int:
     if config.source == "files" and config.input_dir:
         ensure_readable_dir("input_dir", config.input_dir)
     _check_restore_path(config)
+    if config.metrics_file:
+        _check_metrics_file(config.metrics_file)
     for note in config.advisories():
         log.warning("%s", note)
     prepare_spark_env(config)
+    check_checkpoint_location(config, *effective_master(config))
     warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
 
     from streaming_app.listener import LoggingListener
@@ -220,7 +272,7 @@ def run(config: AppConfig) -> int:
 
         configure_postgres(config.postgres_dsn, stop.event)
     try:
-        ssc = start_streaming(config, LoggingListener)
+        ssc = start_streaming(config, lambda: LoggingListener.for_config(config))
     except StreamingAppError:
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it
@@ -236,21 +288,70 @@ def run(config: AppConfig) -> int:
     except StreamingAppError:
         stop_quietly(ssc)
         raise
-    log.info("Stopping gracefully (%s): finishing the batches in flight", reason)
+    deadline = time.monotonic() + config.stop_timeout
+    log.info(
+        "Stopping gracefully (%s): finishing the batches in flight (up to stop_timeout=%g s)",
+        reason,
+        config.stop_timeout,
+    )
     if config.source == "kafka":
-        _drain_kafka(ssc, config)
-    try:
-        ssc.stop(stopSparkContext=True, stopGraceFully=True)
-    except Exception as exc:  # the JVM got the signal too and is already going down
-        log.warning("Spark was already shutting down: %s", java_summary(exc))
+        _drain_kafka(ssc, config, deadline)
+    if not stop_within(ssc, deadline):
+        log.warning(
+            "the batches in flight did not finish within stop_timeout=%g s; stopping hard. "
+            "Nothing is lost: the restart recomputes them from the checkpoint",
+            config.stop_timeout,
+        )
+        hard_stop(ssc)
     log.info("Stopped")
     return EXIT_OK
 
 
-def _drain_kafka(ssc: Any, config: AppConfig) -> None:
+def stop_within(ssc: Any, deadline: float) -> bool:
+    """Stop the context gracefully; False if that is still going on at the deadline."""
+    remaining = max(deadline - time.monotonic(), 1.0)
+    try:
+        # Spark's own bound on waiting for received blocks; read when the stop starts.
+        ssc.sparkContext._conf.set("spark.streaming.gracefulStopTimeout", f"{remaining:.0f}s")
+    except Exception:
+        log.debug("could not set spark.streaming.gracefulStopTimeout", exc_info=True)
+
+    def stop() -> None:
+        try:
+            ssc.stop(stopSparkContext=True, stopGraceFully=True)
+        except Exception as exc:  # the JVM got the signal too and is already going down
+            log.warning("Spark was already shutting down: %s", java_summary(exc))
+
+    # A daemon thread: a batch stuck in a sink must not keep the process alive.
+    stopper = threading.Thread(target=stop, name="graceful-stop", daemon=True)
+    stopper.start()
+    stopper.join(remaining)
+    return not stopper.is_alive()
+
+
+def hard_stop(ssc: Any) -> None:
+    """End the JVM now (its batches in flight with it) and exit without more waiting."""
+    gateway = getattr(ssc.sparkContext, "_gateway", None)
+    jvm = getattr(gateway, "proc", None)
+    log.info("Stopped (hard)")
+    logging.shutdown()
+    # Threads still talking to the JVM would print its disappearance as tracebacks.
+    logging.disable(logging.CRITICAL)
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    if jvm is not None:
+        jvm.kill()  # its graceful shutdown hook would wait on the stuck batch again
+        jvm.wait()
+    os._exit(EXIT_OK)
+
+
+def _drain_kafka(ssc: Any, config: AppConfig, deadline: float) -> None:
     from streaming_app.kafka_source import drain
 
     timeout = 2 * config.checkpoint_ms / 1000 + 4 * config.batch_interval + 10
+    # At most two thirds of what is left: the graceful stop itself needs the rest.
+    timeout = max(min(timeout, (deadline - time.monotonic()) * 2 / 3), 0.0)
     log.info(
         "taking no new Kafka records; waiting (up to %.0f s) for the state checkpoint that "
         "covers the last batch read, so that the restart re-reads nothing",

@@ -50,9 +50,9 @@ def free_port() -> int:
 
 
 class App:
-    """One `streaming-app run` process in its own session (so kill -9 takes its JVM too)."""
+    """One `streaming-app run` (or COMMAND) process in its own session (kill -9 takes its JVM)."""
 
-    def __init__(self, args: list[str], workdir: Path, name: str) -> None:
+    def __init__(self, args: list[str], workdir: Path, name: str, command: str = "run") -> None:
         self.log_path = workdir / f"{name}.log"
         self.out_path = workdir / f"{name}.out"
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
@@ -60,7 +60,7 @@ class App:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
         self._out = open(self.out_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming_app", "run", *args],
+            [sys.executable, "-m", "streaming_app", command, *args],
             stdout=self._out,
             stderr=self._log,
             stdin=subprocess.DEVNULL,

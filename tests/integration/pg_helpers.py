@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -44,3 +45,10 @@ def pg_table(pg_dsn: str) -> Iterator[str]:
                 sql.Identifier(table), sql.Identifier(table + PROGRESS_SUFFIX)
             )
         )
+
+
+def postgres_config(tmp_path: Path, dsn: str) -> Path:
+    """A config file with the DSN: credentials never go on the command line."""
+    path = tmp_path / "postgres.ini"
+    path.write_text(f"[postgres]\npostgres_dsn = {dsn}\n", encoding="utf-8")
+    return path

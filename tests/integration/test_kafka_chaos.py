@@ -30,6 +30,7 @@ from tests.integration.kafka_helpers import (
     log_entries,
     read_all,
 )
+from tests.integration.pg_helpers import postgres_config
 
 WORDS_PER_LINE = 8
 
@@ -136,13 +137,6 @@ class WholeBatchReader:
         self._thread.join(timeout=30)
         assert not self.failures, self.failures[:5]
         assert self.reads > 10, f"only {self.reads} reads saw the progress row"
-
-
-def postgres_config(tmp_path: Path, dsn: str) -> Path:
-    """A config file with the DSN: credentials never go on the command line."""
-    path = tmp_path / "postgres.ini"
-    path.write_text(f"[postgres]\npostgres_dsn = {dsn}\n", encoding="utf-8")
-    return path
 
 
 def chaos(

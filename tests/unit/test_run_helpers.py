@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.config import AppConfig, load_config
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
-from streaming_app.run import StopRequest, ensure_writable_dir, failure_summary
+from streaming_app.run import (
+    StopRequest,
+    check_checkpoint_location,
+    ensure_writable_dir,
+    failure_summary,
+)
 
 
 def test_ensure_writable_dir_creates_missing_parents(tmp_path: Path) -> None:
@@ -112,3 +118,49 @@ def test_failure_summary_keeps_a_lone_wrapper_message() -> None:
 
 def test_failure_summary_of_nothing() -> None:
     assert failure_summary("  \n") == "unknown error"
+
+
+def _located(checkpoint_dir: str, allow: bool = False) -> AppConfig:
+    return load_config(
+        cli={"checkpoint_dir": checkpoint_dir, "allow_local_checkpoint": str(allow).lower()}
+    )
+
+
+def test_a_local_checkpoint_is_refused_for_a_cluster_master(tmp_path: Path) -> None:
+    config = _located(str(tmp_path / "ckpt"))
+    with pytest.raises(ConfigError) as caught:
+        check_checkpoint_location(config, "spark://10.0.0.5:7077", "file:///")
+    assert caught.value.exit_code == 2
+    assert "checkpoint_dir" in str(caught.value)
+    assert "allow_local_checkpoint" in str(caught.value)
+
+
+def test_a_local_checkpoint_is_fine_locally_shared_or_allowed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    local = str(tmp_path / "ckpt")
+    check_checkpoint_location(_located(local), "local[2]", "file:///")
+    check_checkpoint_location(_located("hdfs:///ckpt"), "yarn", "file:///")
+    check_checkpoint_location(_located(local), "yarn", "hdfs://namenode:8020")
+    check_checkpoint_location(_located(local, allow=True), "spark://h:7077", "file:///")
+    assert "every node mounts it" in caplog.text
+
+
+def test_run_refuses_a_local_checkpoint_with_a_cluster_master_before_spark_starts(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    args = ["--master", "spark://127.0.0.1:7077", "--checkpoint-dir", str(tmp_path / "c")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "streaming_app", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert "checkpoint_dir" in result.stderr and "--allow-local-checkpoint" in result.stderr
+    assert "Creating new context" not in result.stderr

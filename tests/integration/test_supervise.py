@@ -1,0 +1,88 @@
+"""`streaming-app supervise` over a real driver: kill -9 it repeatedly, totals stay exact."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import files_args
+from tests.integration.harness import App, drop_file, make_text, truth, wait_for_totals
+
+pytestmark = pytest.mark.timeout(480)
+KILLS = 3
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _gone(pgid: int, timeout: float = 30) -> bool:
+    """Whether every process of the group has ended (and been reaped) within the timeout."""
+    deadline = time.monotonic() + timeout
+    while _alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
+    dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    rng = random.Random(5)
+    texts: list[str] = []
+
+    def add(name: str) -> None:
+        texts.append(make_text(rng, rng.randint(20, 60)))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    def driver(start: int) -> int:
+        match = supervisor.wait_for_log(rf"started driver pid (\d+) \(start {start}\)")
+        return int(match.group(1))
+
+    args = ["--backoff", "0.5", "--max-failures", str(KILLS + 1), "--", *files_args(dirs)]
+    supervisor = App(args, tmp_path, "supervise", command="supervise")
+    drivers: list[int] = []
+    try:
+        drivers.append(driver(1))
+        supervisor.wait_for_log(r"Started new streaming context")
+        add("start-1.txt")
+        wait_for_totals(dirs["output"], truth(texts), supervisor)
+        for kill in range(1, KILLS + 1):
+            add(f"kill-{kill}-before.txt")
+            time.sleep(rng.uniform(0.2, 2.0))  # the kill may hit a batch mid-way
+            os.killpg(drivers[-1], signal.SIGKILL)  # the driver, its JVM and workers
+            add(f"kill-{kill}-while-down.txt")
+            drivers.append(driver(kill + 1))
+            assert _gone(drivers[-2]), "the killed driver's processes are still alive"
+            supervisor.wait_for_log(
+                rf"(?s)\(start {kill + 1}\).*Recovered streaming context from checkpoint"
+            )
+            add(f"start-{kill + 1}.txt")
+            wait_for_totals(dirs["output"], truth(texts), supervisor)
+        log = supervisor.log()
+        assert log.count("driver crashed (killed by SIGKILL); restarting in") == KILLS
+        assert "Creating new context" not in log.split("(start 2)", 1)[1]
+        time.sleep(3)  # more batches: a replay would double totals now
+        wait_for_totals(dirs["output"], truth(texts), supervisor, timeout=5)
+        assert supervisor.terminate() == 0
+        log = supervisor.log()
+        assert re.search(r"SIGTERM: passing it to the driver \(pid \d+\)", log)
+        assert "driver stopped on request (exit code 0)" in log
+        assert log.count("started driver pid") == KILLS + 1
+        assert _gone(drivers[-1])
+    finally:
+        supervisor.stop_if_running()
+        for pgid in drivers:
+            if _alive(pgid):
+                os.killpg(pgid, signal.SIGKILL)
