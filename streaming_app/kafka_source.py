@@ -94,9 +94,25 @@ class _Runtime:
     offset_log: OffsetLog | None = None  # kept for its cache of the newest entry
     commits_since_prune: int = 0
     checkpoint_seen: bool = False
+    # batch time -> (records planned, lag left on the broker or None), for the metrics.
+    figures: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
 
 _RUNTIME = _Runtime()
+# Figures kept for batches the listener has not reported yet (a backlog after down time).
+_MAX_FIGURES = 10_000
+
+
+def _note_figures(batch_ms: int, records: int, lag: int | None) -> None:
+    figures = _RUNTIME.figures
+    figures[batch_ms] = (records, lag)
+    while len(figures) > _MAX_FIGURES:
+        del figures[min(figures)]
+
+
+def batch_figures(batch_ms: int) -> tuple[int, int | None] | None:
+    """Records read by a batch and the lag after it (None if replayed); forgotten once asked."""
+    return _RUNTIME.figures.pop(batch_ms, None)
 
 
 def configure_runtime(config: AppConfig, stop: threading.Event) -> None:
@@ -261,6 +277,7 @@ def ranges_for_batch(
             sum(r.size for r in logged),
             sum(1 for r in logged if r.size),
         )
+        _note_figures(batch_ms, sum(r.size for r in logged), None)
         return logged
     newest = offsets.newest()
     if newest is not None and newest[0] > batch_ms:
@@ -272,6 +289,7 @@ def ranges_for_batch(
         empty = [OffsetRange(t, p, end, end) for t, p, _, end in newest[1]] if newest else []
         offsets.write_ranges(batch_ms, empty)
         log.debug("stopping: batch_time_ms=%d planned empty", batch_ms)
+        _note_figures(batch_ms, 0, None)
         return empty
     no_position = newest is None or not newest[1]
     current = broker_offsets(no_position and settings.starting_offsets == "committed")
@@ -297,12 +315,9 @@ def ranges_for_batch(
         current.latest.get((r.topic, r.partition), r.until_offset) - r.until_offset
         for r in plan.ranges
     )
-    log.debug(
-        "planned batch_time_ms=%d records=%d lag_after=%d",
-        batch_ms,
-        sum(r.size for r in plan.ranges),
-        lag,
-    )
+    records = sum(r.size for r in plan.ranges)
+    log.debug("planned batch_time_ms=%d records=%d lag_after=%d", batch_ms, records, lag)
+    _note_figures(batch_ms, records, lag)
     return plan.ranges
 
 

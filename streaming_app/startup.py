@@ -21,6 +21,7 @@ from streaming_app.guard import (
     reseed,
 )
 from streaming_app.offset_log import CHECKPOINT_FILE
+from streaming_app.offsets import cap_for
 from streaming_app.restore import Seed
 from streaming_app.run import failure_text, java_summary, under_spark_submit
 
@@ -238,6 +239,19 @@ def log_recovery(ssc: Any, config: AppConfig) -> int | None:
         stamp.strftime("%Y-%m-%d %H:%M:%S"),
         missed,
     )
+    if config.source == "kafka" and missed > 1:
+        if config.max_rate_per_partition:
+            log.info(
+                "each replayed batch reads at most %d records per partition "
+                "(max_rate_per_partition=%d/s)",
+                cap_for(config.max_rate_per_partition, batch_ms),
+                config.max_rate_per_partition,
+            )
+        else:
+            log.warning(
+                "max_rate_per_partition is 0 (no cap): the first replayed batch reads the "
+                "whole backlog at once; set a cap to keep each replayed batch bounded"
+            )
     return checkpoint_ms
 
 

@@ -1,0 +1,170 @@
+"""Per-batch metrics: the JSON lines `report` reads, progress lines, the falling-behind warning."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_app.listener import LoggingListener
+from streaming_app.metrics import BatchRecord, MetricsRecorder, known, progress_line
+from streaming_app.metrics_report import read_metrics, summarize
+
+T0 = 1_795_000_000_000
+
+
+def batch(n: int, delay: int | None = 5, records: int | None = 100) -> BatchRecord:
+    return BatchRecord(
+        batch_time_ms=T0 + n * 2000,
+        batch_interval_ms=2000,
+        records=records,
+        processing_ms=400,
+        scheduling_delay_ms=delay,
+        total_delay_ms=None if delay is None else delay + 400,
+        kafka_lag=None,
+        completed_ms=T0 + n * 2000 + 500,
+    )
+
+
+def test_each_batch_is_one_json_line_that_report_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    recorder = MetricsRecorder(str(path), progress=False)
+    for n in range(3):
+        recorder.record(batch(n, records=10 * n))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    assert json.loads(lines[1])["records"] == 10
+    records, skipped = read_metrics(path)
+    assert skipped == 0
+    assert [r.records for r in records] == [0, 10, 20]
+    assert summarize(records).records == 30
+
+
+def test_unknown_records_stay_unknown_in_the_report(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    recorder = MetricsRecorder(str(path), progress=False)
+    recorder.record(batch(0, records=None))
+    summary = summarize(read_metrics(path)[0])
+    assert summary.records is None and summary.throughput is None
+
+
+def test_progress_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = MetricsRecorder(None, progress=True)
+    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+        recorder.record(batch(0))
+    assert "records=100 processing=0.40s scheduling_delay=0.01s total_delay=0.41s" in caplog.text
+    quiet = MetricsRecorder(None, progress=False)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+        quiet.record(batch(1))
+    assert caplog.text == ""
+
+
+def test_progress_line_shows_kafka_lag_and_unknowns() -> None:
+    record = BatchRecord(T0, 1000, None, None, None, None, 42, T0)
+    line = progress_line(record)
+    assert "records=? processing=? scheduling_delay=? total_delay=? kafka_lag=42" in line
+
+
+def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = MetricsRecorder(None, progress=False)
+    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+        for n, delay in enumerate([100, 900, 1800, 2600, 3500, 4400, 5300]):
+            recorder.record(batch(n, delay))
+        assert caplog.text.count("cannot keep up") == 1
+        assert "grew for 5 batches in a row to 3.5 s" in caplog.text
+        recorder.record(batch(8, 100))
+        assert "back under one batch interval" in caplog.text
+        for n, delay in enumerate([2100, 2200, 2300, 2400, 2500]):
+            recorder.record(batch(9 + n, delay))
+    assert caplog.text.count("cannot keep up") == 2
+
+
+def test_a_delay_under_the_interval_is_not_falling_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = MetricsRecorder(None, progress=False)
+    with caplog.at_level(logging.WARNING, logger="streaming_app.metrics"):
+        for n, delay in enumerate([10, 20, 30, 40, 50, 60]):
+            recorder.record(batch(n, delay))
+    assert "cannot keep up" not in caplog.text
+
+
+def test_an_unwritable_metrics_file_is_a_warning_not_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = MetricsRecorder(str(tmp_path / "missing" / "m.jsonl"), progress=False)
+    recorder.record(batch(0))
+    assert "could not append to metrics_file" in caplog.text
+
+
+class _Time:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def milliseconds(self) -> int:
+        return self.ms
+
+
+class _Info:
+    """The JavaBatchInfo methods the listener calls."""
+
+    def batchTime(self) -> _Time:  # noqa: N802
+        return _Time(T0)
+
+    def numRecords(self) -> int:  # noqa: N802
+        return 7
+
+    def processingDelay(self) -> int:  # noqa: N802
+        return 120
+
+    def schedulingDelay(self) -> int:  # noqa: N802
+        return 3
+
+    def totalDelay(self) -> int:  # noqa: N802
+        return -1
+
+
+class _Completed:
+    def batchInfo(self) -> _Info:  # noqa: N802
+        return _Info()
+
+
+class _Keep(MetricsRecorder):
+    def __init__(self) -> None:
+        super().__init__(None, progress=False)
+        self.seen: list[BatchRecord] = []
+
+    def record(self, batch: BatchRecord) -> None:
+        self.seen.append(batch)
+
+
+@pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", None)])
+def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) -> None:
+    keep = _Keep()
+    LoggingListener(keep, source, 2000).onBatchCompleted(_Completed())
+    [record] = keep.seen
+    assert record.batch_time_ms == T0 and record.batch_interval_ms == 2000
+    assert record.records == records
+    assert (record.processing_ms, record.scheduling_delay_ms) == (120, 3)
+    assert record.total_delay_ms is None  # Spark's -1
+
+
+def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
+    from streaming_app.kafka_source import _note_figures
+
+    _note_figures(T0, 55, 9)
+    keep = _Keep()
+    LoggingListener(keep, "kafka", 2000).onBatchCompleted(_Completed())
+    assert (keep.seen[0].records, keep.seen[0].kafka_lag) == (55, 9)
+    LoggingListener(keep, "kafka", 2000).onBatchCompleted(_Completed())
+    assert (keep.seen[1].records, keep.seen[1].kafka_lag) == (None, None)  # asked once
+
+
+def test_known_maps_sparks_minus_one_to_none() -> None:
+    assert known(-1) is None and known(0) == 0
