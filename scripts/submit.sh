@@ -23,7 +23,8 @@ import kafka  # executors of the Kafka source import it
 
 root, target = sys.argv[1], sys.argv[2]
 packages = [os.path.join(root, "streaming_app"), os.path.dirname(kafka.__file__)]
-with zipfile.ZipFile(target + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
+tmp = f"{target}.{os.getpid()}.tmp"  # concurrent builds must not share it
+with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
     for package in packages:
         base = os.path.dirname(package)
         for folder, dirs, files in os.walk(package):
@@ -32,7 +33,7 @@ with zipfile.ZipFile(target + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
                 if not name.endswith((".pyc", ".pyo")):
                     path = os.path.join(folder, name)
                     archive.write(path, os.path.relpath(path, base))
-os.replace(target + ".tmp", target)
+os.replace(tmp, target)
 PY
 echo "==> built $zip_path" >&2
 

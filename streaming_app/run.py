@@ -283,6 +283,9 @@ def run(config: AppConfig) -> int:
         if isinstance(error, StreamingFailedError):
             error = StreamingFailedError(f"could not start streaming: {java_summary(exc)}")
         raise error from None
+    # Also bounds the JVM's own graceful stop when the signal reaches it directly (a
+    # terminal's Ctrl-C goes to the whole process group).
+    _set_graceful_stop_timeout(ssc, config.stop_timeout)
     try:
         reason = await_stop(ssc, stop, config.duration)
     except StreamingAppError:
@@ -307,14 +310,23 @@ def run(config: AppConfig) -> int:
     return EXIT_OK
 
 
+def _set_graceful_stop_timeout(ssc: Any, seconds: float) -> None:
+    """Spark's own bound on a graceful stop, read from the live conf when a stop starts.
+
+    Set at run time, not in the factory: a checkpoint would keep the value it was made with.
+    """
+    try:
+        ssc.sparkContext._conf.set(
+            "spark.streaming.gracefulStopTimeout", f"{max(round(seconds * 1000), 1)}ms"
+        )
+    except Exception:
+        log.debug("could not set spark.streaming.gracefulStopTimeout", exc_info=True)
+
+
 def stop_within(ssc: Any, deadline: float) -> bool:
     """Stop the context gracefully; False if that is still going on at the deadline."""
     remaining = max(deadline - time.monotonic(), 1.0)
-    try:
-        # Spark's own bound on waiting for received blocks; read when the stop starts.
-        ssc.sparkContext._conf.set("spark.streaming.gracefulStopTimeout", f"{remaining:.0f}s")
-    except Exception:
-        log.debug("could not set spark.streaming.gracefulStopTimeout", exc_info=True)
+    _set_graceful_stop_timeout(ssc, remaining)
 
     def stop() -> None:
         try:
