@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from streaming_app import __version__
-from streaming_app.config import SOURCES, load_config, setting_help
+from streaming_app.config import JOBS, SOURCES, load_config, setting_help
 from streaming_app.errors import EXIT_INTERRUPTED, StreamingAppError
 
 log = logging.getLogger("streaming_app")
@@ -41,6 +41,7 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Path(dir_okay=False),
                 help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]",
             ),
+            _option("job", type=click.Choice(JOBS, case_sensitive=False)),
             _option("source", type=click.Choice(SOURCES, case_sensitive=False)),
             _option("host", metavar="HOST"),
             _option("port", metavar="PORT"),
@@ -55,6 +56,11 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Choice(["fail", "earliest"], case_sensitive=False),
             ),
             _option("max_value_bytes", metavar="BYTES"),
+            _option("window", metavar="SECONDS"),
+            _option("slide", metavar="SECONDS"),
+            _option("csv_fields", metavar="NAME,NAME,..."),
+            _option("key_field", metavar="NAME"),
+            _option("value_field", metavar="NAME"),
             _option("checkpoint_dir", metavar="DIR"),
             _option("batch_interval", metavar="SECONDS"),
             _option("checkpoint_interval", metavar="SECONDS"),
@@ -221,16 +227,27 @@ def demo(
     type=click.Path(exists=True, file_okay=False),
     help="output directory of the files sink",
 )
-def totals(output_dir: str) -> None:
-    """Print the current totals from the files sink: `word<TAB>count` lines sorted by word."""
-    from streaming_app.output import format_totals, read_totals
+@click.option(
+    "--window",
+    "window",
+    is_flag=True,
+    help="print the latest sliding window (--window runs) instead of the running totals",
+)
+def totals(output_dir: str, window: bool) -> None:
+    """Print the current totals from the files sink: `key<TAB>value` lines sorted by key.
 
+    Word counts are whole numbers; keyed-sum totals are exact decimals.
+    """
+    from streaming_app.output import TOTALS, format_totals, read_totals
+    from streaming_app.windows import WINDOW
+
+    kind = WINDOW if window else TOTALS
     try:
-        batch_ms, counts = read_totals(output_dir)
+        batch_ms, counts = read_totals(output_dir, kind=kind)
     except StreamingAppError as error:
         _fail(error)
     if batch_ms is None:
-        click.echo(f"no totals in {output_dir} yet", err=True)
+        click.echo(f"no {'window' if window else 'totals'} in {output_dir} yet", err=True)
     for line in format_totals(counts):
         click.echo(line)
 

@@ -20,6 +20,7 @@ ENV_PREFIX = "STREAMING_APP_"
 # Variables with the prefix that are not settings: they belong to scripts/.
 ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
 SOURCES = ("socket", "files", "kafka")
+JOBS = ("wordcount", "keyed-sum")
 SINKS = ("console", "files", "postgres")
 INCOMPATIBLE_POLICIES = ("fail", "restore-from-snapshot")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -134,6 +135,25 @@ def _pattern(raw: str) -> str:
     return raw
 
 
+def _names(raw: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in raw.split(","))
+    if not any(names):
+        return ()
+    if not all(names):
+        raise ValueError("a field name is empty")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"field {', '.join(duplicates)} appears twice")
+    return names
+
+
+def _delimiter(raw: str) -> str:
+    value = "\t" if raw.strip() in ("\\t", "tab") else raw.strip() or raw
+    if len(value) != 1 or value in '"\r\n':
+        raise ValueError(f"{raw!r} is not one character (use tab for a tab)")
+    return value
+
+
 def _table_name(raw: str) -> str:
     return validate_table_name(raw.strip())
 
@@ -202,6 +222,24 @@ class AppConfig:
         "snapshots", _optional_str, None, "where snapshots go [CHECKPOINT_DIR/snapshots]"
     )
     snapshot_keep: int = _setting("snapshots", _int, 3, "snapshots kept (0 turns them off)")
+    job: str = _setting(
+        "app", _choice(*JOBS), "wordcount", "wordcount, or keyed-sum (a CSV field summed per key)"
+    )
+    window: float | None = _setting(
+        "window", _optional_seconds, None, "also keep counts over a sliding window, seconds"
+    )
+    slide: float | None = _setting(
+        "window", _optional_seconds, None, "how often the window moves, seconds [batch_interval]"
+    )
+    csv_fields: tuple[str, ...] = _setting(
+        "csv", _names, (), "field names of the CSV records, in order (keyed-sum)"
+    )
+    key_field: str | None = _setting("csv", _optional_str, None, "CSV field to group by")
+    value_field: str | None = _setting("csv", _optional_str, None, "CSV field to sum (a number)")
+    csv_delimiter: str = _setting("csv", _delimiter, ",", "CSV field separator (one character)")
+    csv_header: bool = _setting(
+        "csv", _bool, True, "skip lines that repeat the field names (a header row)"
+    )
     host: str = _setting("socket", _str, "127.0.0.1", "socket source host")
     port: int = _setting("socket", _int, 9999, "socket source port")
     input_dir: str | None = _setting(
@@ -282,6 +320,16 @@ class AppConfig:
     def snapshots_at(self) -> str:
         """The directory of the state snapshots."""
         return self.snapshot_dir or self.checkpoint_dir.rstrip("/") + "/snapshots"
+
+    @property
+    def window_ms(self) -> int | None:
+        """The window length in milliseconds, None without a window."""
+        return None if self.window is None else round(self.window * 1000)
+
+    @property
+    def slide_ms(self) -> int:
+        """How often the window moves, in milliseconds (default: every batch)."""
+        return self.batch_ms if self.slide is None else round(self.slide * 1000)
 
     @property
     def checkpoint_ms(self) -> int:
@@ -441,12 +489,54 @@ def _validate(
             f"{where('snapshot_interval')}: must be a multiple of the batch interval "
             f"({config.batch_interval:g} s), got {config.snapshot_ms / 1000:g} s"
         )
+    _validate_job(config, where, failed, errors)
     if config.source == "files" and not config.input_dir:
         errors.append("input_dir: required by the files source (--input-dir)")
     if config.source == "kafka":
         _validate_kafka(config, where, errors)
     if "files" in config.sinks and not config.output_dir:
         errors.append("output_dir: required by the files sink (--output-dir)")
+
+
+def _validate_job(
+    config: AppConfig, where: Callable[[str], str], failed: set[str], errors: list[str]
+) -> None:
+    if config.window is None:
+        if config.slide is not None:
+            errors.append(f"{where('slide')}: needs a window (--window)")
+    elif not failed & {"batch_interval", "window", "slide", "checkpoint_interval"}:
+        batch, window, slide = config.batch_ms, config.window_ms or 0, config.slide_ms
+        for key, ms in (("window", window), ("slide", slide)):
+            if ms % batch:
+                errors.append(
+                    f"{where(key)}: must be a multiple of the batch interval "
+                    f"({batch / 1000:g} s), got {ms / 1000:g} s"
+                )
+        if window % slide:
+            errors.append(
+                f"{where('window')}: must be a multiple of the slide ({slide / 1000:g} s), "
+                f"got {window / 1000:g} s"
+            )
+        if config.checkpoint_ms % slide:
+            errors.append(
+                f"{where('checkpoint_interval')}: must be a multiple of the slide "
+                f"({slide / 1000:g} s) with a window, got {config.checkpoint_ms / 1000:g} s"
+            )
+    if config.job != "keyed-sum":
+        return
+    fields_known = bool(config.csv_fields)
+    if not fields_known and "csv_fields" not in failed:
+        errors.append("csv_fields: required by the keyed-sum job (the CSV header, in order)")
+    for key in ("key_field", "value_field"):
+        name = getattr(config, key)
+        if not name:
+            errors.append(f"{key}: required by the keyed-sum job (--{key.replace('_', '-')})")
+        elif fields_known and name not in config.csv_fields:
+            errors.append(
+                f"{where(key)}: {name!r} is not one of csv_fields ({', '.join(config.csv_fields)})"
+            )
+    if config.key_field and config.key_field == config.value_field:
+        errors.append(f"{where('value_field')}: must differ from key_field")
 
 
 def _validate_kafka(config: AppConfig, where: Callable[[str], str], errors: list[str]) -> None:

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
-from typing import cast
+from typing import Any, cast
 
 from pyspark import SparkConf, SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.config import AppConfig, spark_seconds
 from streaming_app.hadoop_fs import HadoopFs
+from streaming_app.jobs import csv_spec, pre_aggregated, update_function, values_only
 from streaming_app.metadata import CheckpointMetadata, write_metadata
 from streaming_app.restore import Seed, seed_state, seeded_config
 from streaming_app.sinks import attach_sinks
 from streaming_app.snapshot_sink import SnapshotSettings, write_snapshot
 from streaming_app.sources import build_source
-from streaming_app.text import add_counts, count_words, update_count
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +27,18 @@ ESSENTIAL_SPARK_CONF = {
     # last received blocks, so the stop would wait out its whole timeout.
     "spark.streaming.driver.writeAheadLog.allowBatching": "false",
 }
+
+
+def batch_counts(lines: DStream[str], config: AppConfig) -> DStream[tuple[str, Any]]:
+    """Each batch's value per key: word counts, or the keyed-sum job's exact sums."""
+    pairs = pre_aggregated(lines, config)
+    if config.job == "keyed-sum":
+        from streaming_app.keyed import report_bad_rows
+
+        spec = csv_spec(config)
+        # Bad rows travel as one (None, BadRows) pair; this job reuses the shuffle above.
+        pairs.foreachRDD(lambda t, rdd: report_bad_rows(t, rdd, spec))
+    return cast("DStream[tuple[str, Any]]", values_only(pairs, config))
 
 
 def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingContext:
@@ -74,15 +85,15 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
 
     initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
     lines = build_source(ssc, config, seeded_files)
-    counts = lines.mapPartitions(
-        partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
-    ).reduceByKey(add_counts)
-    # update_count only returns None for keys that never had a count, so no total is None.
-    totals = cast(
-        "DStream[tuple[str, int]]", counts.updateStateByKey(update_count, initialRDD=initial)
-    )
+    counts = batch_counts(lines, config)
+    update = update_function(config)
+    totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update, initialRDD=initial))
     totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
     attach_sinks(totals, counts, config, metadata.app_id)
+    if config.window is not None:
+        from streaming_app.windows import attach_window_sinks, windowed
+
+        attach_window_sinks(windowed(counts, config), config)
     if config.snapshot_keep:
         snapshots = SnapshotSettings(
             directory=config.snapshots_at,

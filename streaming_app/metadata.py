@@ -48,11 +48,36 @@ GRAPH_SETTINGS = (
 )
 
 
+# Graph settings added after checkpoints were first written: recorded only when they
+# differ from these values, so that older checkpoints (which lack them) keep matching.
+LATER_GRAPH_SETTINGS: dict[str, Any] = {
+    "job": "wordcount",
+    "window": None,
+    "slide": None,
+    "csv_fields": [],
+    "key_field": None,
+    "value_field": None,
+    "csv_delimiter": ",",
+    "csv_header": True,
+}
+
+
 def graph_settings(config: AppConfig) -> dict[str, Any]:
     """The graph-shaping settings of a config as JSON values (intervals in ms)."""
     values: dict[str, Any] = {}
+    value: Any
+    for key, unset in LATER_GRAPH_SETTINGS.items():
+        value = getattr(config, key)
+        if key == "window":
+            value = config.window_ms
+        elif key == "slide":
+            value = config.slide_ms if config.window is not None else None
+        elif isinstance(value, tuple):
+            value = list(value)
+        if value != unset:
+            values[key] = value
     for key in GRAPH_SETTINGS:
-        value: Any = getattr(config, key)
+        value = getattr(config, key)
         if key == "batch_interval":
             value = config.batch_ms
         elif key == "checkpoint_interval":
@@ -181,10 +206,17 @@ def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> li
     if _minor(recorded.python_version) != _minor(current.python_version):
         found.append(f"python version {recorded.python_version} -> {current.python_version}")
     if recorded.settings_fingerprint != current.settings_fingerprint:
-        for key in GRAPH_SETTINGS:
-            was, now = recorded.settings.get(key), current.settings.get(key)
+        for key in (*GRAPH_SETTINGS, *LATER_GRAPH_SETTINGS):
+            unset = LATER_GRAPH_SETTINGS.get(key)
+            was, now = recorded.settings.get(key, unset), current.settings.get(key, unset)
             if was != now:
-                if key in ("batch_interval", "checkpoint_interval", "snapshot_interval"):
+                if key in (
+                    "batch_interval",
+                    "checkpoint_interval",
+                    "snapshot_interval",
+                    "window",
+                    "slide",
+                ):
                     was, now = _seconds(was), _seconds(now)
                 found.append(f"{key} {was} -> {now}")
         if not found:

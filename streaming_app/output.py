@@ -6,51 +6,69 @@ import os
 import re
 import time
 from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from streaming_app.errors import OutputError
 
-TOTALS_PREFIX = "totals-"
-TEMP_PREFIX = "_tmp-totals-"
+TOTALS = "totals"  # the running totals; "window" holds the sliding-window counts
 SUCCESS_MARKER = "_SUCCESS"
-_TOTALS_NAME = re.compile(r"^totals-([0-9]+)$")
-_TEMP_NAME = re.compile(r"^_tmp-totals-([0-9]+)$")
+_NAME = re.compile(r"^([a-z]+)-([0-9]+)$")
+_TEMP_NAME = re.compile(r"^_tmp-([a-z]+)-([0-9]+)$")
+_INTEGER = re.compile(r"^-?[0-9]+$")
 
 
-def totals_name(batch_ms: int) -> str:
-    """Directory name of the totals written for one batch (epoch milliseconds, UTC)."""
-    return f"{TOTALS_PREFIX}{batch_ms}"
+def totals_name(batch_ms: int, kind: str = TOTALS) -> str:
+    """Directory name of what was written for one batch (epoch milliseconds, UTC)."""
+    return f"{kind}-{batch_ms}"
 
 
-def temp_name(batch_ms: int) -> str:
-    """Name under which a batch's totals are written before the atomic rename."""
-    return f"{TEMP_PREFIX}{batch_ms}"
+def temp_name(batch_ms: int, kind: str = TOTALS) -> str:
+    """Name under which a batch's output is written before the atomic rename."""
+    return f"_tmp-{kind}-{batch_ms}"
 
 
-def batch_of(name: str) -> int | None:
-    """The batch time in a totals directory name, or None for any other name."""
-    match = _TOTALS_NAME.match(name)
-    return int(match.group(1)) if match else None
+def batch_of(name: str, kind: str = TOTALS) -> int | None:
+    """The batch time in an output directory name of this kind, or None for any other name."""
+    match = _NAME.match(name)
+    return int(match.group(2)) if match and match.group(1) == kind else None
 
 
-def format_total(pair: tuple[str, int]) -> str:
-    """One output line: word, a tab, the total."""
-    return f"{pair[0]}\t{pair[1]}"
+def format_value(value: int | Decimal) -> str:
+    """A count, or an exact sum without exponent notation."""
+    return format(value, "f") if isinstance(value, Decimal) else str(value)
 
 
-def to_prune(names: Iterable[str], keep: int, current_ms: int) -> list[str]:
-    """Entries to delete: totals beyond the newest `keep`, and temp dirs of earlier batches."""
+def parse_value(text: str) -> int | Decimal | None:
+    """A value as format_value wrote it, or None if it is not one."""
+    if _INTEGER.match(text):
+        return int(text)
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() and text.isascii() else None
+
+
+def format_total(pair: tuple[str, int | Decimal]) -> str:
+    """One output line: the key, a tab, the total."""
+    return f"{pair[0]}\t{format_value(pair[1])}"
+
+
+def to_prune(names: Iterable[str], keep: int, current_ms: int, kind: str = TOTALS) -> list[str]:
+    """Entries to delete: outputs beyond the newest `keep`, and temp dirs of earlier batches."""
     names = list(names)
-    batches = sorted((b for b in map(batch_of, names) if b is not None), reverse=True)
-    doomed = [totals_name(b) for b in batches[keep:]]
+    batches = sorted((b for n in names if (b := batch_of(n, kind)) is not None), reverse=True)
+    doomed = [totals_name(b, kind) for b in batches[keep:]]
     for name in names:
         temp = _TEMP_NAME.match(name)
-        if temp and int(temp.group(1)) < current_ms:
+        if temp and temp.group(1) == kind and int(temp.group(2)) < current_ms:
             doomed.append(name)
     return doomed
 
 
-def latest_totals_dir(output_dir: str) -> tuple[int, str] | None:
-    """The newest complete totals directory in a local output dir, with its batch time."""
+def latest_totals_dir(output_dir: str, kind: str = TOTALS) -> tuple[int, str] | None:
+    """The newest complete output directory of a kind in a local dir, with its batch time."""
     try:
         names = os.listdir(output_dir)
     except FileNotFoundError:
@@ -60,7 +78,7 @@ def latest_totals_dir(output_dir: str) -> tuple[int, str] | None:
     complete = [
         (batch, name)
         for name in names
-        if (batch := batch_of(name)) is not None
+        if (batch := batch_of(name, kind)) is not None
         and os.path.exists(os.path.join(output_dir, name, SUCCESS_MARKER))
     ]
     if not complete:
@@ -69,26 +87,29 @@ def latest_totals_dir(output_dir: str) -> tuple[int, str] | None:
     return batch, os.path.join(output_dir, name)
 
 
-def read_totals_dir(path: str) -> dict[str, int]:
-    """Read the part files of one totals directory into a word -> total mapping."""
-    totals: dict[str, int] = {}
+def read_totals_dir(path: str) -> dict[str, Any]:
+    """Read the part files of one output directory into a key -> value mapping."""
+    totals: dict[str, Any] = {}
     for name in sorted(os.listdir(path)):
         if not name.startswith("part-"):
             continue
         part = os.path.join(path, name)
         with open(part, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
-                word, sep, count = line.rstrip("\n").rpartition("\t")
-                if not sep or not (count.isascii() and count.isdigit()):
+                word, sep, text = line.rstrip("\n").rpartition("\t")
+                value = parse_value(text) if sep else None
+                if value is None:
                     raise OutputError(f"{part}:{number}: malformed line {line.rstrip()!r}")
-                totals[word] = int(count)
+                totals[word] = value
     return totals
 
 
-def read_totals(output_dir: str, attempts: int = 5) -> tuple[int | None, dict[str, int]]:
-    """The current totals of a files sink output dir and the batch time they are as of."""
+def read_totals(
+    output_dir: str, attempts: int = 5, kind: str = TOTALS
+) -> tuple[int | None, dict[str, Any]]:
+    """The current totals (or window) of a files sink output dir, and its batch time."""
     for attempt in range(attempts):
-        latest = latest_totals_dir(output_dir)
+        latest = latest_totals_dir(output_dir, kind)
         if latest is None:
             return None, {}
         batch, path = latest
@@ -104,6 +125,6 @@ def read_totals(output_dir: str, attempts: int = 5) -> tuple[int | None, dict[st
     raise AssertionError("unreachable")
 
 
-def format_totals(totals: dict[str, int]) -> list[str]:
-    """The `streaming-app totals` contract: `word<TAB>count` lines sorted by word."""
+def format_totals(totals: dict[str, Any]) -> list[str]:
+    """The `streaming-app totals` contract: `key<TAB>value` lines sorted by key."""
     return [format_total((word, totals[word])) for word in sorted(totals)]

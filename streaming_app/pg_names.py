@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 PROGRESS_SUFFIX = "_progress"
+WINDOW_SUFFIX = "_window"  # shorter than PROGRESS_SUFFIX, so the length rule covers it
 # PostgreSQL silently truncates longer identifiers, which could merge two sinks' tables.
 MAX_IDENTIFIER = 63
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,62}"

@@ -31,6 +31,15 @@ class PostgresTarget:
     checkpoint_dir: str
     batch_ms: int
     context_id: str  # the checkpoint metadata's app_id: a new one means a new state
+    numeric: bool = False  # keyed-sum: exact decimal sums (a default: older checkpoints)
+
+
+@dataclass(frozen=True)
+class WindowTarget:
+    """The window table's output operation: `<table>_window`, replaced every slide."""
+
+    table: str
+    numeric: bool = False
 
 
 @dataclass
@@ -52,15 +61,28 @@ def configure_postgres(dsn: str | None, stop: threading.Event) -> None:
     _RUNTIME.writers.clear()
 
 
-def _writer(table: str) -> PostgresWriter:
+def _writer(table: str, numeric: bool = False) -> PostgresWriter:
     from streaming_app.pg_sink import PostgresWriter
 
     writer = _RUNTIME.writers.get(table)
     if writer is None:
-        writer = PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop)
+        value_type = "numeric" if numeric else "bigint"
+        writer = PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop, value_type=value_type)
         writer.ensure_schema()
         _RUNTIME.writers[table] = writer
     return writer
+
+
+def write_window_postgres(
+    batch_time: datetime, rdd: RDD[tuple[str, Any]], target: WindowTarget
+) -> None:
+    """Replace the window table by the window ending at this batch (a replay changes nothing)."""
+    from streaming_app.sinks import epoch_ms
+
+    batch_ms = epoch_ms(batch_time)
+    rows = rdd.collect()
+    if not _writer(target.table, target.numeric).write_window(batch_ms, rows):
+        log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 
 def _flag_changed(pair: tuple[str, tuple[int, int | None]]) -> tuple[str, tuple[int, bool]]:
@@ -111,7 +133,7 @@ def write_postgres(
     from streaming_app.sinks import epoch_ms, mark_written
 
     batch_ms = epoch_ms(batch_time)
-    writer = _writer(target.table)
+    writer = _writer(target.table, target.numeric)
     progress = writer.last_progress()
     if progress is not None and progress[0] >= batch_ms:
         log.info("batch_time_ms=%d: already in postgres table %s; skipped", batch_ms, target.table)

@@ -9,6 +9,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from streaming_app.errors import SinkError
 from streaming_app.kafka_client import with_retries
-from streaming_app.pg_names import PROGRESS_SUFFIX, validate_table_name
+from streaming_app.pg_names import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +122,10 @@ def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
     return psycopg.connect(autocommit=True, **options)
 
 
-def _identifiers(table: str) -> tuple[sql.Identifier, sql.Identifier]:
+def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Identifier]:
     schema, _, name = validate_table_name(table).rpartition(".")
     prefix = [schema] if schema else []
-    return sql.Identifier(*prefix, name), sql.Identifier(*prefix, name + PROGRESS_SUFFIX)
+    return sql.Identifier(*prefix, name + suffix), sql.Identifier(*prefix, name + PROGRESS_SUFFIX)
 
 
 class PostgresWriter:
@@ -141,14 +142,19 @@ class PostgresWriter:
         table: str,
         stop: threading.Event | None = None,
         connect_timeout: float = 10,
+        value_type: str = "bigint",
     ) -> None:
         self.table = validate_table_name(table)
+        # bigint for word counts; numeric for the keyed-sum job's exact decimal sums.
+        assert value_type in ("bigint", "numeric")
+        self.value_type = sql.SQL(value_type)
         self.redacted_dsn = redact_dsn(dsn)
         self._params = _parse_dsn(dsn)
         self.server = _server(self._params)
         self.connect_timeout = connect_timeout
         self._stop = stop if stop is not None else threading.Event()
         self._totals, self._progress = _identifiers(table)
+        self._window = _identifiers(table, WINDOW_SUFFIX)[0]
         self._conn: Connection | None = None
         self._schema_ready = False
 
@@ -251,8 +257,8 @@ class PostgresWriter:
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
-                    " count bigint NOT NULL, last_batch_ms bigint NOT NULL)"
-                ).format(self._totals)
+                    " count {} NOT NULL, last_batch_ms bigint NOT NULL)"
+                ).format(self._totals, self.value_type)
             )
             conn.execute(
                 sql.SQL(
@@ -264,18 +270,54 @@ class PostgresWriter:
             )
         self._schema_ready = True
 
-    def _lock_progress(self, conn: Connection, batch_ms: int) -> int | None:
+    def write_window(self, batch_ms: int, rows: Iterable[tuple[str, Any]]) -> bool:
+        """Replace `<table>_window` by the window ending at batch_ms; False if not newer."""
+        staged = list(rows)
+        sink = self.table + WINDOW_SUFFIX
+
+        def write(conn: Connection) -> bool:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [_SCHEMA_LOCK]
+                )
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
+                        " count {} NOT NULL, window_end_ms bigint NOT NULL)"
+                    ).format(self._window, self.value_type)
+                )
+                previous = self._lock_progress(conn, batch_ms, sink)
+                if previous is not None and previous >= batch_ms:
+                    return False
+                conn.execute(sql.SQL("DELETE FROM {}").format(self._window))
+                copy_rows = sql.SQL("COPY {} (word, count, window_end_ms) FROM STDIN")
+                with conn.cursor().copy(copy_rows.format(self._window)) as copy:
+                    for word, count in staged:
+                        copy.write_row((word, count, batch_ms))
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET batch_ms = %s, rows_written = %s, updated_at = now()"
+                        " WHERE sink = %s"
+                    ).format(self._progress),
+                    [batch_ms, len(staged), sink],
+                )
+                return True
+
+        return self._run(f"writing the window at batch_time_ms={batch_ms} to", write)
+
+    def _lock_progress(self, conn: Connection, batch_ms: int, sink: str = "") -> int | None:
         """Lock this sink's progress row (inserting it if absent); its batch time, if any."""
+        sink = sink or self.table
         select = sql.SQL("SELECT batch_ms FROM {} WHERE sink = %s FOR UPDATE")
         insert = sql.SQL(
             "INSERT INTO {} (sink, batch_ms, rows_written) VALUES (%s, %s, 0)"
             " ON CONFLICT (sink) DO NOTHING RETURNING sink"
         )
         while True:  # twice at most: an insert loses only to a row committed meanwhile
-            row = conn.execute(select.format(self._progress), [self.table]).fetchone()
+            row = conn.execute(select.format(self._progress), [sink]).fetchone()
             if row is not None:
                 return int(row[0])
-            params = [self.table, batch_ms]
+            params = [sink, batch_ms]
             if conn.execute(insert.format(self._progress), params).fetchone() is not None:
                 return None  # our uncommitted row: other writers wait on its key
 
@@ -294,8 +336,10 @@ class PostgresWriter:
             conn.execute(sql.SQL("DELETE FROM {}").format(self._totals))
         if rows:
             conn.execute(
-                "CREATE TEMPORARY TABLE pg_temp.streaming_app_staging"
-                " (word text NOT NULL, count bigint NOT NULL) ON COMMIT DROP"
+                sql.SQL(
+                    "CREATE TEMPORARY TABLE pg_temp.streaming_app_staging"
+                    " (word text NOT NULL, count {} NOT NULL) ON COMMIT DROP"
+                ).format(self.value_type)
             )
             with conn.cursor().copy(
                 "COPY pg_temp.streaming_app_staging (word, count) FROM STDIN"
@@ -342,11 +386,11 @@ def _query(dsn: str, table: str, query: sql.Composed, params: list[Any]) -> list
         ) from exc
 
 
-def read_totals(dsn: str, table: str) -> dict[str, int]:
-    """Every word's total in the sink's table."""
-    totals, _ = _identifiers(table)
+def read_totals(dsn: str, table: str, window: bool = False) -> dict[str, Any]:
+    """Every word's total in the sink's table (or its count in the `_window` table)."""
+    totals, _ = _identifiers(table, WINDOW_SUFFIX if window else "")
     rows = _query(dsn, table, sql.SQL("SELECT word, count FROM {}").format(totals), [])
-    return {str(word): int(count) for word, count in rows}
+    return {str(word): count if isinstance(count, Decimal) else int(count) for word, count in rows}
 
 
 def read_progress(dsn: str, table: str) -> dict[str, Any] | None:

@@ -6,14 +6,13 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 from streaming_app.config import AppConfig
 from streaming_app.fs import join
 from streaming_app.input_files import visible_names
+from streaming_app.jobs import pre_aggregated, reduce_functions, values_only
 from streaming_app.snapshots import Manifest, parse_line, starting_offsets_spec
-from streaming_app.text import add_counts, count_words
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -78,12 +77,10 @@ def seed_state(
     if extra:
         assert config.input_dir is not None
         lines = sc.union([sc.textFile(hadoop_literal(join(config.input_dir, n))) for n in extra])
-        counts = lines.mapPartitions(
-            partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
-        )
-        totals = totals.union(counts).reduceByKey(add_counts)
+        counts = values_only(pre_aggregated(lines, config), config)
+        totals = totals.union(counts).reduceByKey(reduce_functions(config)[0])
     log.info(
-        "Seeding the new context from snapshot %s: batch_time_ms=%d words=%d total=%d%s%s",
+        "Seeding the new context from snapshot %s: batch_time_ms=%d words=%d total=%s%s%s",
         seed.path,
         seed.manifest.batch_time_ms,
         seed.manifest.words,

@@ -5,9 +5,17 @@ from __future__ import annotations
 import logging
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
-from streaming_app.output import format_total, temp_name, to_prune, totals_name
+from streaming_app.output import (
+    TOTALS,
+    format_total,
+    format_value,
+    temp_name,
+    to_prune,
+    totals_name,
+)
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -45,9 +53,15 @@ def _by_count(pair: tuple[str, int]) -> tuple[int, str]:
     return -pair[1], pair[0]
 
 
-def console_line(batch_time: datetime, top: list[tuple[str, int]]) -> str:
+def _shown(top: list[tuple[str, Any]]) -> str:
+    if not any(isinstance(v, Decimal) for _, v in top):
+        return str(top)
+    return "[" + ", ".join(f"({k!r}, {format_value(v)})" for k, v in top) + "]"
+
+
+def console_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = "Counts") -> str:
     """The seed-familiar line: `Counts at time 2026-11-22 10:00:01 [('a', 3), ('b', 1)]`."""
-    return f"Counts at time {batch_time:%Y-%m-%d %H:%M:%S} {top}"
+    return f"{label} at time {batch_time:%Y-%m-%d %H:%M:%S} {_shown(top)}"
 
 
 def write_console(batch_time: datetime, rdd: RDD[tuple[str, int]], top_n: int) -> None:
@@ -62,28 +76,35 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def write_totals(
-    batch_time: datetime, rdd: RDD[tuple[str, int]], output_dir: str, keep: int
-) -> None:
-    """Files sink: write all totals as of this batch to `totals-<batch_ms>/`, atomically.
+def write_output_dir(
+    batch_time: datetime, rdd: RDD[tuple[str, Any]], output_dir: str, keep: int, kind: str
+) -> int:
+    """Write the RDD as `<kind>-<batch_ms>/` under output_dir, atomically; returns batch_ms.
 
-    A batch replayed after recovery has the same totals, so it writes the same content
-    again under the same name: the output is idempotent per batch time.
+    A batch replayed after recovery has the same content, so it writes the same again
+    under the same name: the output is idempotent per batch time.
     """
     from streaming_app.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
     batch_ms = epoch_ms(batch_time)
     fs = HadoopFs(rdd.context, output_dir)
-    temp = _join(output_dir, temp_name(batch_ms))
-    final = _join(output_dir, totals_name(batch_ms))
+    temp = _join(output_dir, temp_name(batch_ms, kind))
+    final = _join(output_dir, totals_name(batch_ms, kind))
     fs.delete(temp)  # left over from a run killed while writing this batch
     rdd.map(format_total).saveAsTextFile(temp)
     # A replay of a batch that completed before the crash writes the same content again.
     fs.publish_dir(temp, final)
-    for name in to_prune(fs.list_names(output_dir), keep, batch_ms):
+    for name in to_prune(fs.list_names(output_dir), keep, batch_ms, kind):
         fs.delete(_join(output_dir, name))
-    mark_written(batch_ms, "files")
-    log.debug("wrote totals batch_time_ms=%d path=%s", batch_ms, final)
+    log.debug("wrote %s batch_time_ms=%d path=%s", kind, batch_ms, final)
+    return batch_ms
+
+
+def write_totals(
+    batch_time: datetime, rdd: RDD[tuple[str, int]], output_dir: str, keep: int
+) -> None:
+    """Files sink: write all totals as of this batch to `totals-<batch_ms>/`, atomically."""
+    mark_written(write_output_dir(batch_time, rdd, output_dir, keep, TOTALS), "files")
 
 
 def attach_sinks(
@@ -115,6 +136,7 @@ def attach_sinks(
             config.checkpoint_dir,
             config.batch_ms,
             context_id,
+            numeric=config.job == "keyed-sum",
         )
         changes = totals.transformWith(with_changes, counts)
         changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))

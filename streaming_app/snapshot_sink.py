@@ -7,6 +7,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from streaming_app import __version__
@@ -95,6 +96,8 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     # job (task commit, renames, _SUCCESS) costs a second or more per snapshot on 2 cores.
     pairs = rdd.collect()
     words, total = len(pairs), sum(count for _, count in pairs)
+    if isinstance(total, Decimal):
+        total = format(total, "f")  # an exact sum stays exact in JSON: a string
     body_lines = "".join(format_line(pair) + "\n" for pair in pairs)
     fs.mkdirs(temp)
     fs.write_atomic(join(temp, PART_FILE), body_lines.encode("utf-8"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from streaming_app.errors import ConfigError
@@ -36,22 +37,28 @@ def snapshot_batch(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def format_line(pair: tuple[str, int]) -> str:
-    """One snapshot line: a JSON array [word, total]."""
-    return json.dumps([pair[0], pair[1]], ensure_ascii=False)
+def format_line(pair: tuple[str, Any]) -> str:
+    """One snapshot line: a JSON array [key, total]; an exact sum is a string ("12.50")."""
+    value = format(pair[1], "f") if isinstance(pair[1], Decimal) else pair[1]
+    return json.dumps([pair[0], value], ensure_ascii=False)
 
 
-def parse_line(line: str) -> tuple[str, int]:
+def parse_line(line: str) -> tuple[str, Any]:
     """Inverse of `format_line`; raises ValueError on anything else."""
     item = json.loads(line)
     if (
         not isinstance(item, list)
         or len(item) != 2
         or not isinstance(item[0], str)
-        or not isinstance(item[1], int)
+        or not isinstance(item[1], (int, str))
         or isinstance(item[1], bool)
     ):
         raise ValueError(f"not a snapshot line: {line[:80]!r}")
+    if isinstance(item[1], str):
+        try:
+            return item[0], Decimal(item[1])
+        except InvalidOperation:
+            raise ValueError(f"not a snapshot line: {line[:80]!r}") from None
     return item[0], item[1]
 
 
@@ -64,7 +71,7 @@ class Manifest:
     created_at_ms: int
     app_version: str
     words: int
-    total: int
+    total: int | str  # a word count, or the keyed-sum job's exact sum as a string
     # {"kafka": [[topic, partition, next_offset], ...]} or {"files": [name, ...]} or {}
     position: dict[str, Any] = field(default_factory=dict)
     context_id: str = ""  # the checkpoint metadata's app_id: which run wrote it

@@ -13,8 +13,9 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from streaming_app.output import read_totals
+from streaming_app.output import SUCCESS_MARKER, batch_of, read_totals, read_totals_dir
 
 # A small, fixed vocabulary keeps totals easy to eyeball when a test fails.
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
@@ -190,3 +191,38 @@ class LineServer:
         self._stop.set()
         self._thread.join(timeout=5)
         self.sock.close()
+
+
+def window_outputs(output_dir: Path) -> dict[int, dict[str, Any]]:
+    """Every complete window the files sink kept, by the batch time it ends at."""
+    found = {}
+    for path in output_dir.iterdir():
+        end = batch_of(path.name, "window")
+        if end is not None and (path / SUCCESS_MARKER).exists():
+            found[end] = read_totals_dir(str(path))
+    return found
+
+
+def files_windows(
+    checkpoint: Path, input_dir: Path, ends: list[int], window_ms: int
+) -> dict[int, dict[str, int]]:
+    """Each window ending at a batch time in `ends`, from the input files and batch times.
+
+    The input-files log says which batch read which file; the words come from the files.
+    """
+    import json
+
+    batches: dict[int, list[str]] = {}
+    for entry in (checkpoint / "input-files").iterdir():
+        record = json.loads(entry.read_text())
+        if record.get("note", "read") == "read":
+            batches[int(record["batch_time_ms"])] = record["files"]
+    read = [name for names in batches.values() for name in names]
+    assert len(read) == len(set(read)), "a file was read by two batches"
+    texts = {name: (input_dir / name.rpartition("/")[2]).read_text() for name in read}
+    return {
+        end: truth(
+            [texts[n] for b, names in batches.items() if end - window_ms < b <= end for n in names]
+        )
+        for end in ends
+    }

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from streaming_app.kafka_client import KafkaConnection
 from streaming_app.produce import produce
+from tests.integration.harness import truth
 
 _topic_numbers = itertools.count(1)
 
@@ -44,6 +45,11 @@ def send_raw(bootstrap: str, topic: str, values: list[bytes | None], partition: 
 
 def read_all(bootstrap: str, topic: str) -> list[bytes | None]:
     """Every value of the topic, read independently of the app (the ground truth)."""
+    return list(read_by_offset(bootstrap, topic).values())
+
+
+def read_by_offset(bootstrap: str, topic: str) -> dict[tuple[int, int], bytes | None]:
+    """Every value of the topic by (partition, offset), read independently of the app."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -52,13 +58,42 @@ def read_all(bootstrap: str, topic: str) -> list[bytes | None]:
         ends = consumer.end_offsets(tps)
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        values: list[bytes | None] = []
+        values: dict[tuple[int, int], bytes | None] = {}
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             for tp, records in consumer.poll(timeout_ms=1000).items():
-                values.extend(r.value for r in records if r.offset < ends[tp])
+                for r in records:
+                    if r.offset < ends[tp]:
+                        values[(tp.partition, r.offset)] = r.value
         return values
     finally:
         consumer.close()
+
+
+def kafka_windows(
+    checkpoint: Path,
+    by_offset: dict[tuple[int, int], bytes | None],
+    ends: list[int],
+    window_ms: int,
+) -> dict[int, dict[str, int]]:
+    """Each window ending at a batch time in `ends`, from the topic and the offset log.
+
+    The offset log says which offsets each batch read (the batch times); the words come
+    from the topic as read independently.
+    """
+    batches = {
+        batch_ms: [
+            (by_offset[(partition, offset)] or b"").decode()
+            for _, partition, start, end in entry["ranges"]
+            for offset in range(start, end)
+        ]
+        for batch_ms, entry in log_entries(checkpoint, "offsets").items()
+    }
+    return {
+        end: truth(
+            [v for b, values in batches.items() if end - window_ms < b <= end for v in values]
+        )
+        for end in ends
+    }
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:

@@ -23,12 +23,14 @@ from streaming_app.pg_sink import read_progress
 from streaming_app.pg_sink import read_totals as read_pg_totals
 from streaming_app.produce import produce
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import VOCABULARY, truth, wait_for_totals
+from tests.integration.harness import VOCABULARY, truth, wait_for_totals, window_outputs
 from tests.integration.kafka_helpers import (
     assert_log_contiguous,
     fresh_topic,
+    kafka_windows,
     log_entries,
     read_all,
+    read_by_offset,
 )
 from tests.integration.pg_helpers import postgres_config
 
@@ -139,6 +141,28 @@ class WholeBatchReader:
         assert self.reads > 10, f"only {self.reads} reads saw the progress row"
 
 
+WINDOW_MS = 8000
+
+
+def check_windows(
+    dirs: dict[str, Path], bootstrap: str, topic: str, pg_window: dict[str, int]
+) -> None:
+    """Windows against the topic read independently and the batch times of the offset log.
+
+    The log is pruned, so only windows whose batches are all still in it are compared.
+    """
+    windows = window_outputs(dirs["output"])
+    oldest = min(log_entries(dirs["checkpoint"], "offsets"))
+    comparable = sorted(end for end in windows if end - WINDOW_MS >= oldest - 2000)
+    assert len(comparable) >= 5, (sorted(windows), oldest)
+    by_offset = read_by_offset(bootstrap, topic)
+    expected = kafka_windows(dirs["checkpoint"], by_offset, comparable, WINDOW_MS)
+    assert {end: windows[end] for end in comparable} == expected
+    assert any(expected.values()), "every window compared was empty: the test proves nothing"
+    # The postgres window table holds the last window, like the last window directory.
+    assert pg_window == windows[max(windows)]
+
+
 def chaos(
     dirs: dict[str, Path],
     start_app: Any,
@@ -154,10 +178,14 @@ def chaos(
     producer = BackgroundProducer(bootstrap, topic, seed)
     reader = WholeBatchReader(dsn, table)
     # A cap keeps catch-up batches bounded, so batches keep running through the kills.
+    config = postgres_config(checkpoint.parent, dsn)
+    with config.open("a") as ini:
+        ini.write("[output]\noutput_keep = 1000\n")  # every window, to check them all
     args = [
         *kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "30"),
-        "--sink", "postgres", "--postgres-table", table,
-        "--config", str(postgres_config(checkpoint.parent, dsn)),
+        "--sink", "postgres", "--postgres-table", table, "--config", str(config),
+        # A sliding window next to the totals, in every sink.
+        "--window", str(WINDOW_MS // 1000), "--slide", "4",
     ]  # fmt: skip
     app = start_app(*args)
     app.wait_for_log(r"Started new streaming context")
@@ -202,6 +230,7 @@ def chaos(
     assert progress is not None
     assert sum(end for _, _, end in progress["source_position"]["kafka"]) == len(sent)
     assert_log_contiguous(checkpoint)
+    check_windows(dirs, bootstrap, topic, read_pg_totals(dsn, table, window=True))
     assert planned_not_committed(checkpoint) == []
     assert seen["after-log"] >= 1 and seen["killed with a planned, uncommitted batch"] >= 1, seen
     print(f"chaos: {kills} kills, {len(sent)} lines, {dict(seen)}")

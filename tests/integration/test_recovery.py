@@ -10,9 +10,17 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import (
+    drop_file,
+    files_windows,
+    make_text,
+    truth,
+    wait_for_totals,
+    window_outputs,
+)
 
 pytestmark = pytest.mark.timeout(480)
+WINDOW_MS = 6000
 
 
 def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], start_app: Any) -> None:
@@ -23,7 +31,13 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
         texts.append(make_text(rng, rng.randint(20, 60)))
         drop_file(dirs["input"], name, texts[-1].encode())
 
-    app = start_app(*files_args(dirs))
+    # A sliding window next to the totals: its state is checkpointed too (inverse reduce).
+    keep_all = dirs["checkpoint"].parent / "keep.ini"
+    keep_all.write_text("[output]\noutput_keep = 1000\n")  # every window, to check them all
+    args = files_args(
+        dirs, "--window", str(WINDOW_MS // 1000), "--slide", "2", "--config", str(keep_all)
+    )
+    app = start_app(*args)
     app.wait_for_log(r"Started new streaming context")
     add("r1-a.txt")
     wait_for_totals(dirs["output"], truth(texts), app)
@@ -33,7 +47,7 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
         time.sleep(rng.uniform(0.2, 2.5))
         app.kill9()
         add(f"r{kill + 1}-while-down.txt")
-        app = start_app(*files_args(dirs))
+        app = start_app(*args)
         app.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
         assert "Creating new context" not in app.log(), "the factory ran on recovery"
         assert "Started new streaming context" not in app.log()
@@ -43,3 +57,9 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
     time.sleep(3)
     wait_for_totals(dirs["output"], truth(texts), app, timeout=5)
     assert app.terminate() == 0
+    # Every window kept (some span the kills), against the files and their batch times.
+    windows = window_outputs(dirs["output"])
+    assert len(windows) >= 10, sorted(windows)
+    expected = files_windows(dirs["checkpoint"], dirs["input"], sorted(windows), WINDOW_MS)
+    assert windows == expected
+    assert any(windows.values()), "every window kept was empty: the test proves nothing"

@@ -239,3 +239,19 @@ def test_storage_that_does_not_answer_is_not_an_unreadable_checkpoint(
     text: str, transient: bool
 ) -> None:
     assert bool(TRANSIENT.search(text)) is transient
+
+
+def test_later_graph_settings_are_left_out_at_their_defaults() -> None:
+    # A checkpoint written before job/window/csv settings existed has none of them: a
+    # default run must still match it, or every upgrade would refuse old checkpoints.
+    plain = CheckpointMetadata.for_config(load_config(cli={"checkpoint_dir": "c"}))
+    assert not {"job", "window", "slide", "csv_fields"} & set(plain.settings)
+    windowed = CheckpointMetadata.for_config(
+        load_config(cli={"checkpoint_dir": "c", "window": "4", "slide": "2"})
+    )
+    assert (windowed.settings["window"], windowed.settings["slide"]) == (4000, 2000)
+    assert differences(plain, windowed) == ["window None -> 4 s", "slide None -> 2 s"]
+    assert (
+        differences(plain, CheckpointMetadata.for_config(load_config(cli={"checkpoint_dir": "c"})))
+        == []
+    )

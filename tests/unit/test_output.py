@@ -106,7 +106,9 @@ def test_read_totals_without_a_complete_batch_is_empty(tmp_path: Path, names: li
     assert read_totals(str(tmp_path)) == (None, {})
 
 
-@pytest.mark.parametrize("line", ["a 1", "a\tx", "a\t-1", "a\t", "\n", "a\t1.5", "a\t²"])
+@pytest.mark.parametrize(
+    "line", ["a 1", "a\tx", "a\tNaN", "a\t", "\n", "a\tInfinity", "a\t²", "a\t1,5"]
+)
 def test_malformed_line_is_an_output_error(tmp_path: Path, line: str) -> None:
     make_batch(tmp_path, totals_name(3), {"part-00000": f"ok\t1\n{line}\n"})
     with pytest.raises(OutputError, match=r"part-00000:2: malformed line"):
@@ -136,3 +138,16 @@ def test_format_totals_sorts_by_word() -> None:
 
 def test_format_totals_of_nothing_is_empty() -> None:
     assert format_totals({}) == []
+
+
+def test_counts_and_exact_sums_read_back_as_written(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from streaming_app.output import format_total, parse_value, read_totals_dir
+
+    values = {"a": 3, "b": -2, "c": Decimal("10.50"), "d": Decimal("-0.01"), "e": Decimal("1E+3")}
+    part = tmp_path / "part-00000"
+    part.write_text("".join(format_total(pair) + "\n" for pair in values.items()))
+    assert "e\t1000\n" in part.read_text()  # no exponent notation
+    assert read_totals_dir(str(tmp_path)) == values
+    assert parse_value("10.50") == Decimal("10.50") and str(parse_value("10.50")) == "10.50"

@@ -1,0 +1,58 @@
+"""The two jobs on one pipeline: word counts (the default) and keyed sums of CSV records.
+
+Each job is a per-partition pre-aggregation, a reduce function with its inverse (for the
+sliding window) and an updateStateByKey function; everything else (sources, the
+checkpoint guard, snapshots, sinks) is shared. All functions handed to Spark are
+module-level, so the checkpoint refers to them by name.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, TypeVar
+
+from streaming_app.config import AppConfig
+from streaming_app.keyed import CsvSpec, add_sums, is_sum, parse_sums, subtract_sums, update_sum
+from streaming_app.text import add_counts, count_words, update_count
+
+S = TypeVar("S")  # an RDD or a DStream: both have mapPartitions, reduceByKey and filter
+
+
+def subtract_counts(a: int, b: int) -> int:
+    """Inverse of add_counts: a batch leaving the window."""
+    return a - b
+
+
+def csv_spec(config: AppConfig) -> CsvSpec:
+    """How the keyed-sum job reads a record."""
+    assert config.key_field and config.value_field
+    spec: CsvSpec = CsvSpec.of(
+        config.csv_fields, config.key_field, config.value_field, config.csv_delimiter,
+        config.csv_header,
+    )  # fmt: skip
+    return spec
+
+
+def pre_aggregated(lines: Any, config: AppConfig) -> Any:
+    """Each batch's (key, value) pairs, reduced; keyed-sum adds one (None, BadRows) pair."""
+    if config.job == "keyed-sum":
+        return lines.mapPartitions(partial(parse_sums, spec=csv_spec(config))).reduceByKey(add_sums)
+    counted = partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
+    return lines.mapPartitions(counted).reduceByKey(add_counts)
+
+
+def values_only(pairs: Any, config: AppConfig) -> Any:
+    """The pairs without the keyed-sum job's bad-rows record."""
+    return pairs.filter(is_sum) if config.job == "keyed-sum" else pairs
+
+
+def reduce_functions(config: AppConfig) -> tuple[Any, Any]:
+    """The job's reduce function and its inverse."""
+    if config.job == "keyed-sum":
+        return add_sums, subtract_sums
+    return add_counts, subtract_counts
+
+
+def update_function(config: AppConfig) -> Any:
+    """The job's updateStateByKey function (None only for keys that never had a value)."""
+    return update_sum if config.job == "keyed-sum" else update_count
