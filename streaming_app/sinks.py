@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.output import (
+    SUCCESS_MARKER,
     TOTALS,
     format_total,
     format_value,
@@ -77,12 +78,18 @@ def _join(base: str, name: str) -> str:
 
 
 def write_output_dir(
-    batch_time: datetime, rdd: RDD[tuple[str, Any]], output_dir: str, keep: int, kind: str
+    batch_time: datetime,
+    rdd: RDD[tuple[str, Any]],
+    output_dir: str,
+    keep: int,
+    kind: str,
+    collect: bool = False,
 ) -> int:
     """Write the RDD as `<kind>-<batch_ms>/` under output_dir, atomically; returns batch_ms.
 
     A batch replayed after recovery has the same content, so it writes the same again
-    under the same name: the output is idempotent per batch time.
+    under the same name: the output is idempotent per batch time. With `collect` the
+    driver writes one part file itself (for small outputs: no Hadoop output job).
     """
     from streaming_app.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
@@ -91,7 +98,13 @@ def write_output_dir(
     temp = _join(output_dir, temp_name(batch_ms, kind))
     final = _join(output_dir, totals_name(batch_ms, kind))
     fs.delete(temp)  # left over from a run killed while writing this batch
-    rdd.map(format_total).saveAsTextFile(temp)
+    if collect:
+        body = "".join(format_total(pair) + "\n" for pair in rdd.collect())
+        fs.mkdirs(temp)
+        fs.write_atomic(_join(temp, "part-00000"), body.encode("utf-8"))
+        fs.write_atomic(_join(temp, SUCCESS_MARKER), b"")
+    else:
+        rdd.map(format_total).saveAsTextFile(temp)
     # A replay of a batch that completed before the crash writes the same content again.
     fs.publish_dir(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms, kind):

@@ -129,6 +129,8 @@ class Supervisor:
             if self.stopping.is_set():
                 return EXIT_OK
             child = self.start_child()
+            if self.stopping.is_set():  # a signal came in while it was being started
+                child.send_signal(signal.SIGTERM)
             code = self._wait(child)
             if self.stopping.is_set():
                 log.info("driver stopped on request (%s)", describe(code))

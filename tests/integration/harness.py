@@ -34,13 +34,28 @@ def make_text(rng: random.Random, lines: int, words: int = 8) -> str:
     return "".join(" ".join(rng.choices(VOCABULARY, k=words)) + "\n" for _ in range(lines))
 
 
-def drop_file(input_dir: Path, name: str, data: bytes) -> None:
-    """Move a new file into the watched directory atomically, with a fresh mtime."""
+def drop_file(input_dir: Path, name: str, data: bytes, mtime_ms: int | None = None) -> None:
+    """Move a new file into the watched directory atomically, with a fresh (or given) mtime."""
     staging = input_dir.parent / (input_dir.name + ".staging")
     staging.mkdir(exist_ok=True)
     temp = staging / name
     temp.write_bytes(data)
+    if mtime_ms is not None:
+        os.utime(temp, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
     os.rename(temp, input_dir / name)
+
+
+def drop_file_for_next_batch(input_dir: Path, name: str, data: bytes, batch_ms: int) -> int:
+    """Drop a file that the files source reads in a known batch; returns that batch time.
+
+    Its mtime is set half an interval before the batch after next: the next batch skips
+    it (a modification time after the batch time), that one reads it, whether the app is
+    running or replays the batch after a restart.
+    """
+    now = int(time.time() * 1000)
+    batch = (now // batch_ms + 2) * batch_ms
+    drop_file(input_dir, name, data, mtime_ms=batch - batch_ms // 2)
+    return batch
 
 
 def free_port() -> int:
@@ -203,26 +218,11 @@ def window_outputs(output_dir: Path) -> dict[int, dict[str, Any]]:
     return found
 
 
-def files_windows(
-    checkpoint: Path, input_dir: Path, ends: list[int], window_ms: int
+def windows_of(
+    batches: dict[int, list[str]], ends: list[int], window_ms: int
 ) -> dict[int, dict[str, int]]:
-    """Each window ending at a batch time in `ends`, from the input files and batch times.
-
-    The input-files log says which batch read which file; the words come from the files.
-    """
-    import json
-
-    batches: dict[int, list[str]] = {}
-    for entry in (checkpoint / "input-files").iterdir():
-        record = json.loads(entry.read_text())
-        if record.get("note", "read") == "read":
-            batches[int(record["batch_time_ms"])] = record["files"]
-    read = [name for names in batches.values() for name in names]
-    assert len(read) == len(set(read)), "a file was read by two batches"
-    texts = {name: (input_dir / name.rpartition("/")[2]).read_text() for name in read}
+    """Each window ending at a batch time in `ends`, from the texts each batch read."""
     return {
-        end: truth(
-            [texts[n] for b, names in batches.items() if end - window_ms < b <= end for n in names]
-        )
+        end: truth([t for b, texts in batches.items() if end - window_ms < b <= end for t in texts])
         for end in ends
     }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streaming_app.kafka_client import KafkaConnection
 from streaming_app.produce import produce
-from tests.integration.harness import truth
+from tests.integration.harness import windows_of
 
 _topic_numbers = itertools.count(1)
 
@@ -88,12 +88,7 @@ def kafka_windows(
         ]
         for batch_ms, entry in log_entries(checkpoint, "offsets").items()
     }
-    return {
-        end: truth(
-            [v for b, values in batches.items() if end - window_ms < b <= end for v in values]
-        )
-        for end in ends
-    }
+    return windows_of(batches, ends, window_ms)
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:

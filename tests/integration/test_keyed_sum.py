@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from streaming_app.pg_sink import read_totals as read_pg_totals
-from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, wait_for_totals
+from tests.integration.conftest import files_args, kafka_args
+from tests.integration.harness import drop_file, wait_for_totals, window_outputs
+from tests.integration.kafka_helpers import fresh_topic, log_entries, read_by_offset, send
 from tests.integration.pg_helpers import postgres_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -97,3 +98,39 @@ def test_keyed_sum_is_exact_across_kill_9_and_skips_bad_rows(
     lines = printed.stdout.splitlines()
     assert lines == [f"{key}\t{expected[key]:f}" for key in sorted(expected)]
     assert any("." in line for line in lines)  # cents, not floats or integers
+
+
+def test_keyed_sum_over_kafka_records(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    rng = random.Random(9)
+    topic = fresh_topic("sales")
+    text, pairs = sales(rng, 1, 300)
+    records = [*text.splitlines()[1:], "1,c1,item,1e-2", "2,c2,item"]  # one odd, one bad
+    pairs.append(("c1", Decimal("0.01")))
+    send(kafka_bootstrap, topic, records, partitions=2)
+    config = tmp_path / "csv.ini"
+    config.write_text(f"[csv]\ncsv_fields = {HEADER}\n")
+    app = start_app(
+        *kafka_args(dirs, kafka_bootstrap, topic),
+        "--job", "keyed-sum", "--key-field", "customerId", "--value-field", "amountPaid",
+        "--config", str(config), "--window", "4", "--slide", "2",
+    )  # fmt: skip
+    expected = expected_sums(pairs)
+    wait_for_totals(dirs["output"], expected, app)
+    assert app.wait_for_log(r"skipped (\d+) bad CSV rows").group(1) == "1"
+    assert app.terminate() == 0
+    # Every window, against sums computed from the topic and the offset log's batch times.
+    by_offset = read_by_offset(kafka_bootstrap, topic)
+    batches: dict[int, list[tuple[str, Decimal]]] = {}
+    for batch_ms, entry in log_entries(dirs["checkpoint"], "offsets").items():
+        for _, partition, start, end in entry["ranges"]:
+            for offset in range(start, end):
+                fields = (by_offset[(partition, offset)] or b"").decode().split(",")
+                if len(fields) == 4:
+                    batches.setdefault(batch_ms, []).append((fields[1], Decimal(fields[3])))
+    windows = window_outputs(dirs["output"])
+    for end, window in windows.items():
+        inside = [p for b, ps in batches.items() if end - 4000 < b <= end for p in ps]
+        assert window == {k: v for k, v in expected_sums(inside).items() if v != 0}, end
+    assert any(windows.values())
