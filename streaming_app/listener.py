@@ -8,7 +8,8 @@ from typing import Any
 from pyspark.streaming.listener import StreamingListener
 
 from streaming_app.config import AppConfig
-from streaming_app.metrics import BatchRecord, MetricsRecorder, known, now_ms
+from streaming_app.metrics import MetricsRecorder, known, now_ms
+from streaming_app.metrics_report import BatchMetrics
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class LoggingListener(StreamingListener):
             return
         self.recorder.record(record)
 
-    def _record(self, info: Any) -> BatchRecord:
+    def _record(self, info: Any) -> BatchMetrics:
         batch_ms = int(info.batchTime().milliseconds())
         records: int | None = int(info.numRecords())
         lag = None
@@ -80,7 +81,7 @@ class LoggingListener(StreamingListener):
             records, lag = figures if figures else (None, None)
         elif self.source == "files":
             records = None  # Spark's file stream reports 0 records, whatever it read
-        return BatchRecord(
+        return BatchMetrics(
             batch_time_ms=batch_ms,
             batch_interval_ms=self.batch_ms,
             records=records,

@@ -12,10 +12,10 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
 
-from streaming_app.metrics_report import delay_growing
+from streaming_app.metrics_report import BatchMetrics, delay_growing
 
 log = logging.getLogger("streaming_app.metrics")
 
@@ -23,26 +23,12 @@ log = logging.getLogger("streaming_app.metrics")
 GROWTH_WINDOW = 5
 
 
-@dataclass(frozen=True)
-class BatchRecord:
-    """One line of the metrics file; None is unknown (Spark's -1, or not measured)."""
-
-    batch_time_ms: int
-    batch_interval_ms: int
-    records: int | None
-    processing_ms: int | None
-    scheduling_delay_ms: int | None
-    total_delay_ms: int | None
-    kafka_lag: int | None
-    completed_ms: int
-
-
 def known(value: int) -> int | None:
     """Spark's "unknown" (-1) as None."""
     return value if value >= 0 else None
 
 
-def progress_line(record: BatchRecord) -> str:
+def progress_line(record: BatchMetrics) -> str:
     """The human line for one batch, e.g. for `docker compose logs -f`."""
     stamp = datetime.fromtimestamp(record.batch_time_ms / 1000, tz=timezone.utc)
 
@@ -71,7 +57,7 @@ class MetricsRecorder:
         self.warned = False
         self._lock = threading.Lock()
 
-    def record(self, batch: BatchRecord) -> None:
+    def record(self, batch: BatchMetrics) -> None:
         """Handle one completed batch; never raises (a listener must not break the stream)."""
         with self._lock:
             if self.progress:
@@ -80,7 +66,7 @@ class MetricsRecorder:
             if self.metrics_file:
                 self._append(batch)
 
-    def _watch(self, batch: BatchRecord) -> None:
+    def _watch(self, batch: BatchMetrics) -> None:
         if batch.scheduling_delay_ms is None:
             return
         self.delays.append(batch.scheduling_delay_ms)
@@ -99,7 +85,7 @@ class MetricsRecorder:
             self.warned = False
             log.info("scheduling delay is back under one batch interval: the job keeps up")
 
-    def _append(self, batch: BatchRecord) -> None:
+    def _append(self, batch: BatchMetrics) -> None:
         assert self.metrics_file is not None
         line = json.dumps(asdict(batch), separators=(",", ":")) + "\n"
         try:

@@ -65,6 +65,18 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def group_gone(pgid: int, timeout: float = 30) -> bool:
+    """Whether every process of a process group has ended (and been reaped) in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 class App:
     """One `streaming-app run` (or COMMAND) process in its own session (kill -9 takes its JVM)."""
 
@@ -106,14 +118,7 @@ class App:
         """SIGKILL the driver and its JVM (the whole session) at once, then reap them."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
+        if not group_gone(self.proc.pid):
             raise AssertionError("processes of the killed app are still alive")
         self._close()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from psycopg import sql
 from streaming_app.errors import SinkError
 from streaming_app.pg_sink import read_totals as read_pg_totals
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, group_gone, make_text, truth, wait_for_totals
 from tests.integration.pg_helpers import postgres_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,17 +47,6 @@ def _waiting_on(conn: psycopg.Connection[Any], table: str, timeout: float = 60) 
             return
         time.sleep(0.2)
     raise AssertionError(f"no batch waited for the lock on {table}")
-
-
-def _group_gone(pgid: int, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
@@ -95,7 +83,7 @@ def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
     assert f"did not finish within stop_timeout={STOP_TIMEOUT} s; stopping hard" in log, log[-3000:]
     assert "Stopped (hard)" in log
     assert STOP_TIMEOUT - 1 <= took <= STOP_TIMEOUT + 30, took
-    assert _group_gone(app.proc.pid), "the JVM or Python workers outlived the hard stop"
+    assert group_gone(app.proc.pid), "the JVM or Python workers outlived the hard stop"
     assert "Traceback" not in log, "the hard stop printed tracebacks"
 
     app = start_app(*args)  # the default stop_timeout: not a setting of the checkpoint

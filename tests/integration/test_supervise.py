@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import files_args
-from tests.integration.harness import App, drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import (
+    App,
+    drop_file,
+    group_gone,
+    make_text,
+    truth,
+    wait_for_totals,
+)
 
 pytestmark = pytest.mark.timeout(480)
 KILLS = 3
@@ -23,16 +30,6 @@ def _alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    return True
-
-
-def _gone(pgid: int, timeout: float = 30) -> bool:
-    """Whether every process of the group has ended (and been reaped) within the timeout."""
-    deadline = time.monotonic() + timeout
-    while _alive(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
     return True
 
 
@@ -64,7 +61,7 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
             os.killpg(drivers[-1], signal.SIGKILL)  # the driver, its JVM and workers
             add(f"kill-{kill}-while-down.txt")
             drivers.append(driver(kill + 1))
-            assert _gone(drivers[-2]), "the killed driver's processes are still alive"
+            assert group_gone(drivers[-2]), "the killed driver's processes are still alive"
             supervisor.wait_for_log(
                 rf"(?s)\(start {kill + 1}\).*Recovered streaming context from checkpoint"
             )
@@ -80,7 +77,7 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
         assert re.search(r"SIGTERM: passing it to the driver \(pid \d+\)", log)
         assert "driver stopped on request (exit code 0)" in log
         assert log.count("started driver pid") == KILLS + 1
-        assert _gone(drivers[-1])
+        assert group_gone(drivers[-1])
     finally:
         supervisor.stop_if_running()
         for pgid in drivers:

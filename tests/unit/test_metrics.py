@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from streaming_app.listener import LoggingListener
-from streaming_app.metrics import BatchRecord, MetricsRecorder, known, progress_line
-from streaming_app.metrics_report import read_metrics, summarize
+from streaming_app.metrics import MetricsRecorder, known, progress_line
+from streaming_app.metrics_report import BatchMetrics, read_metrics, summarize
 
 T0 = 1_795_000_000_000
 
 
-def batch(n: int, delay: int | None = 5, records: int | None = 100) -> BatchRecord:
-    return BatchRecord(
+def batch(n: int, delay: int | None = 5, records: int | None = 100) -> BatchMetrics:
+    return BatchMetrics(
         batch_time_ms=T0 + n * 2000,
         batch_interval_ms=2000,
         records=records,
@@ -64,7 +64,7 @@ def test_progress_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_progress_line_shows_kafka_lag_and_unknowns() -> None:
-    record = BatchRecord(T0, 1000, None, None, None, None, 42, T0)
+    record = BatchMetrics(T0, 1000, None, None, None, None, 42, T0)
     line = progress_line(record)
     assert "records=? processing=? scheduling_delay=? total_delay=? kafka_lag=42" in line
 
@@ -138,9 +138,9 @@ class _Completed:
 class _Keep(MetricsRecorder):
     def __init__(self) -> None:
         super().__init__(None, progress=False)
-        self.seen: list[BatchRecord] = []
+        self.seen: list[BatchMetrics] = []
 
-    def record(self, batch: BatchRecord) -> None:
+    def record(self, batch: BatchMetrics) -> None:
         self.seen.append(batch)
 
 
