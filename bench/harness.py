@@ -38,12 +38,20 @@ def broker(workdir: Path) -> Iterator[str]:
         yield running.bootstrap
 
 
-def load_topic(bootstrap: str, lines: int, seed: int = 1) -> str:
-    """A new topic holding `lines` 10-word lines over a Zipf vocabulary of 100k words."""
+def load_topic(bootstrap: str, lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> str:
+    """A new topic holding `lines` 10-word lines over a Zipf vocabulary (100k words)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    corpus = generated_lines(WORDS_PER_LINE, VOCABULARY, seed)
+    corpus = generated_lines(WORDS_PER_LINE, vocabulary, seed)
     produce(KafkaConnection(bootstrap), topic, corpus, lines, 0, PARTITIONS)
     return topic
+
+
+def distinct_words(lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> int:
+    """How many keys the state ends with: distinct words of the corpus load_topic sends."""
+    corpus = generated_lines(WORDS_PER_LINE, vocabulary, seed)
+    return len(
+        {word for _, line in zip(range(lines), corpus, strict=False) for word in line.split()}
+    )
 
 
 def median(values: list[float]) -> float:

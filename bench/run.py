@@ -27,6 +27,7 @@ from bench.harness import (
     WORDS_PER_LINE,
     AppRun,
     broker,
+    distinct_words,
     kafka_args,
     load_topic,
     machine,
@@ -89,36 +90,96 @@ def wait_for_counted(app: AppRun, lines: int, timeout: float) -> None:
     app.wait_for(lambda _: sum(records_by_batch(app.metrics).values()) >= lines, timeout)
 
 
-def throughput(workdir: Path, bootstrap: str, lines: int, batch_lines: int, runs: int) -> Any:
-    """Words/s of the app's steady batches vs the baseline, on one preloaded topic."""
-    topic = load_topic(bootstrap, lines)
-    baseline = [baseline_seconds(bootstrap, topic, lines) for _ in range(runs)]
+def app_rate(
+    workdir: Path,
+    name: str,
+    bootstrap: str,
+    topic: str,
+    lines: int,
+    batch_lines: int,
+    *extra: str,
+) -> dict[str, Any]:
+    """Read a preloaded topic in equal capped batches; the steady batches' figures."""
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
-    app = AppRun.start(
-        workdir, "throughput",
-        kafka_args(workdir / "throughput", bootstrap, topic, "--checkpoint-interval", "20",
-                   "--max-rate-per-partition", str(rate)),
-    )  # fmt: skip
+    args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
+    app = AppRun.start(workdir, name, [*args, *extra])
     try:
         app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=60 + lines / 100)
     finally:
         app.stop()
     busy = [b for b in app.batches() if b.records and b.processing_ms]
     steady = busy[2:-1] or busy  # without the JVM warm-up and the last, partial batch
-    app_words = [b.records * WORDS_PER_LINE / (b.processing_ms / 1000) for b in steady]  # type: ignore[operator]
-    base_words = lines * WORDS_PER_LINE / median(baseline)
-    delays = [b.scheduling_delay_ms or 0 for b in steady]
+    seconds = [(b.processing_ms or 0) / 1000 for b in steady]
+    words = [(b.records or 0) * WORDS_PER_LINE / s for b, s in zip(steady, seconds, strict=True)]
     return {
-        "lines": lines,
         "batch_lines": PARTITIONS * rate * BATCH_S,
         "batches": len(steady),
+        "processing_s": round(median(seconds), 3),
+        "words_per_s": round(median(words)),
+        "max_scheduling_delay_s": round(
+            max((b.scheduling_delay_ms or 0 for b in steady), default=0) / 1000, 2
+        ),
+    }  # fmt: skip
+
+
+def throughput(workdir: Path, bootstrap: str, lines: int, batch_lines: int, runs: int) -> Any:
+    """Words/s of the app's steady batches vs the baseline, on one preloaded topic."""
+    topic = load_topic(bootstrap, lines)
+    baseline = [baseline_seconds(bootstrap, topic, lines) for _ in range(runs)]
+    app = app_rate(
+        workdir, "throughput", bootstrap, topic, lines, batch_lines, "--checkpoint-interval", "20"
+    )
+    base_words = lines * WORDS_PER_LINE / median(baseline)
+    return {
+        "lines": lines,
+        "batch_lines": app["batch_lines"],
+        "batches": app["batches"],
         "baseline_s": round(median(baseline), 2),
         "baseline_words_per_s": round(base_words),
-        "app_processing_s": round(median([b.processing_ms / 1000 for b in steady]), 3),  # type: ignore[operator]
-        "app_words_per_s": round(median(app_words)),
-        "ratio": round(median(app_words) / base_words, 2),
-        "max_scheduling_delay_s": round(max(delays, default=0) / 1000, 2),
+        "app_processing_s": app["processing_s"],
+        "app_words_per_s": app["words_per_s"],
+        "ratio": round(app["words_per_s"] / base_words, 2),
+        "max_scheduling_delay_s": app["max_scheduling_delay_s"],
     }
+
+
+# Checkpoint intervals compared, in batches; 1000 batches never comes within a run.
+CHECKPOINT_BATCHES = (1, 5, 10, 1000)
+
+
+def checkpoint_cost(
+    workdir: Path, bootstrap: str, lines: int, batch_lines: int, intervals: tuple[int, ...]
+) -> Any:
+    """Throughput at checkpoint intervals of 1, 5 and 10 batches against (nearly) never."""
+    topic = load_topic(bootstrap, lines, seed=3)
+    found = {}
+    for batches in intervals:
+        found[batches] = app_rate(
+            workdir, f"checkpoint-{batches}", bootstrap, topic, lines, batch_lines,
+            "--checkpoint-interval", str(batches * BATCH_S),
+            "--snapshot-keep", "0",  # snapshots follow the checkpoint interval: not measured here
+        )  # fmt: skip
+    best = found[intervals[-1]]["words_per_s"]
+    return {
+        str(batches): {**figures, "loss_pct": round(100 * (1 - figures["words_per_s"] / best), 1)}
+        for batches, figures in found.items()
+    }
+
+
+def state_growth(
+    workdir: Path, bootstrap: str, lines: int, batch_lines: int, vocabularies: tuple[int, ...]
+) -> Any:
+    """Batch processing time as the state holds more keys: one run per vocabulary size."""
+    found = {}
+    for vocabulary in vocabularies:
+        topic = load_topic(bootstrap, lines, seed=4, vocabulary=vocabulary)
+        figures = app_rate(
+            workdir, f"state-{vocabulary}", bootstrap, topic, lines, batch_lines,
+            "--checkpoint-interval", "20",
+        )  # fmt: skip
+        keys = distinct_words(lines, seed=4, vocabulary=vocabulary)
+        found[str(vocabulary)] = {**figures, "keys_at_end": keys}
+    return found
 
 
 def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
@@ -177,6 +238,29 @@ def report(results: dict[str, Any]) -> str:
             f"| **ratio app / baseline** | **{t['ratio']}** | scheduling delay at most "
             f"{t['max_scheduling_delay_s']} s |",
             "",
+            "**Checkpoint cost** (the same kind of run, each with its own checkpoint directory; "
+            "snapshots off; loss against an interval of 1000 batches, which no run reaches):",
+            "",
+            "| checkpoint interval | words/s | processing of a batch | loss |",
+            "|---|---|---|---|",
+            *[
+                f"| {n} batch{'es' if n != '1' else ''} | {c['words_per_s']:,} | "
+                f"{c['processing_s']} s | {c['loss_pct']}% |"
+                for n, c in results["checkpoint_cost"].items()
+            ],
+            "",
+            "**State growth** (the same kind of run, one per vocabulary size, checkpoint "
+            "every 10 batches; keys: distinct words of the whole corpus, which the state "
+            "holds at the end):",
+            "",
+            "| vocabulary | keys at the end | processing of a batch | words/s |",
+            "|---|---|---|---|",
+            *[
+                f"| {int(v):,} words | {g['keys_at_end']:,} | {g['processing_s']} s | "
+                f"{g['words_per_s']:,} |"
+                for v, g in results["state_growth"].items()
+            ],
+            "",
             f"**Recovery** after `kill -9` of the driver and its JVM, with {r['backlog_lines']:,} "
             f"lines produced while it was down ({r['runs']} runs):",
             "",
@@ -224,6 +308,20 @@ def main() -> None:
             "machine": machine(),
             "throughput": throughput(
                 workdir, bootstrap, sizes["lines"], sizes["batch_lines"], sizes["runs"]
+            ),
+            "checkpoint_cost": checkpoint_cost(
+                workdir,
+                bootstrap,
+                sizes["lines"],
+                sizes["batch_lines"],
+                (1,) if options.smoke else CHECKPOINT_BATCHES,
+            ),
+            "state_growth": state_growth(
+                workdir,
+                bootstrap,
+                sizes["lines"],
+                sizes["batch_lines"],
+                (1_000,) if options.smoke else (10_000, 100_000, 1_000_000),
             ),
             "recovery": recovery(workdir, bootstrap, sizes["kills"], sizes["backlog"]),
         }
