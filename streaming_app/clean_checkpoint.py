@@ -193,13 +193,14 @@ def _plan_rdds(
 
 def _intervals(
     metadata: CheckpointMetadata | None, checks: list[FileCheck]
-) -> tuple[int, int] | None:
-    """Batch and state checkpoint intervals: from metadata, else from a readable file."""
+) -> tuple[int, int, int] | None:
+    """Batch and state checkpoint intervals and the window: metadata, else a readable file."""
     if metadata is not None:
-        return metadata.batch_ms, metadata.checkpoint_ms
+        return metadata.batch_ms, metadata.checkpoint_ms, metadata.settings.get("window") or 0
     for check in checks:
         if check.batch_ms and check.state_checkpoint_ms:
-            return check.batch_ms, check.state_checkpoint_ms
+            # No metadata: written before there were windows (metadata came first).
+            return check.batch_ms, check.state_checkpoint_ms, 0
     return None
 
 
@@ -212,7 +213,7 @@ def _plan_logs(
     fs: CheckpointFs,
     checkpoint_dir: str,
     files: list[SparkFile],
-    intervals: tuple[int, int] | None,
+    intervals: tuple[int, int, int] | None,
     plan: CleanPlan,
 ) -> None:
     logs = (OffsetLog(fs, checkpoint_dir), CommitLog(fs, checkpoint_dir))

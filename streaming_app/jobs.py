@@ -46,6 +46,31 @@ def values_only(pairs: Any, config: AppConfig) -> Any:
     return pairs.filter(is_sum) if config.job == "keyed-sum" else pairs
 
 
+def with_presence(pair: tuple[str, Any]) -> tuple[str, tuple[Any, int]]:
+    """A batch's sum with a count of 1 for the window: in how many batches the key is."""
+    return pair[0], (pair[1], 1)
+
+
+def add_present(a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
+    """Window reduce function of (sum, batches)."""
+    return add_sums(a[0], b[0]), a[1] + b[1]
+
+
+def subtract_present(a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
+    """Its inverse: a batch leaving the window."""
+    return subtract_sums(a[0], b[0]), a[1] - b[1]
+
+
+def present(pair: tuple[str, tuple[Any, int]]) -> bool:
+    """A key stays while a batch in the window has it, even if its sum is zero."""
+    return pair[1][1] > 0
+
+
+def sum_only(pair: tuple[str, tuple[Any, int]]) -> tuple[str, Any]:
+    """The window's sum of a key."""
+    return pair[0], pair[1][0]
+
+
 def reduce_functions(config: AppConfig) -> tuple[Any, Any]:
     """The job's reduce function and its inverse."""
     if config.job == "keyed-sum":

@@ -59,6 +59,7 @@ class KafkaSettings:
     batch_ms: int
     checkpoint_ms: int
     connection: KafkaConnection
+    window_ms: int = 0  # a default: checkpoints written before windows lack it
 
     @classmethod
     def from_config(cls, config: AppConfig) -> KafkaSettings:
@@ -74,6 +75,7 @@ class KafkaSettings:
             batch_ms=config.batch_ms,
             checkpoint_ms=config.checkpoint_ms,
             connection=KafkaConnection.from_config(config).without_secrets(),
+            window_ms=config.window_ms or 0,
         )
 
 
@@ -355,7 +357,9 @@ def commit_batch(
     if _RUNTIME.commits_since_prune >= PRUNE_EVERY_BATCHES:
         _RUNTIME.commits_since_prune = 0
         names = fs.list_names(settings.checkpoint_dir)
-        before = prune_horizon(batch_ms, names, settings.batch_ms, settings.checkpoint_ms)
+        before = prune_horizon(
+            batch_ms, names, settings.batch_ms, settings.checkpoint_ms, settings.window_ms
+        )
         if before is not None:
             pruned = offsets.prune(before) + commits.prune(before)
             log.debug("pruned %d log entries older than batch_time_ms=%d", len(pruned), before)

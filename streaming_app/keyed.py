@@ -15,8 +15,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# Sums never round: a result that does not fit raises instead of drifting.
+# Sums never round: a result that does not fit raises instead of drifting. Amounts are
+# bounded (parse_amount) so that no sum of them comes near the precision.
 EXACT = Context(prec=100, traps=[Inexact, InvalidOperation])
+MAX_DIGITS = 30  # on either side of the decimal point
 SAMPLES = 3  # bad rows quoted per batch
 
 
@@ -60,13 +62,22 @@ class BadRows:
 
 
 def parse_amount(text: str) -> Decimal | None:
-    """A finite decimal number, or None."""
+    """A finite decimal number with at most 30 digits before and 30 after the point, or None.
+
+    Within those bounds every sum of up to 10^39 amounts is exact in 100 digits; beyond
+    them a value is no amount but would make the sums round (or the app crash-loop).
+    """
     try:
         number = Decimal(text.strip())
     except InvalidOperation:
         return None
-    # Beyond ±1e40 is no amount: it would only make the exact sums overflow.
-    return number if number.is_finite() and abs(number.adjusted()) <= 40 else None
+    if not number.is_finite():
+        return None
+    exponent = number.as_tuple().exponent
+    assert isinstance(exponent, int)
+    if exponent < -MAX_DIGITS or (number and number.adjusted() >= MAX_DIGITS):
+        return None
+    return number
 
 
 def parse_sums(lines: Iterable[str], spec: CsvSpec) -> Iterator[tuple[Any, Any]]:
@@ -80,7 +91,11 @@ def parse_sums(lines: Iterable[str], spec: CsvSpec) -> Iterator[tuple[Any, Any]]
     for line in lines:
         if not line.strip():
             continue
-        row = next(csv.reader([line], delimiter=spec.delimiter), [])
+        try:
+            row = next(csv.reader([line], delimiter=spec.delimiter), [])
+        except csv.Error:  # an over-long field, a NUL byte (Python 3.10)
+            bad += BadRows(columns=1, samples=(line[:200],))
+            continue
         if spec.skip_header and tuple(f.strip() for f in row) == spec.fields:
             continue
         if len(row) != width:

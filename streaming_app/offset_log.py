@@ -130,7 +130,11 @@ def checkpoint_file_times(names: Iterable[str]) -> list[int]:
 
 
 def prune_horizon(
-    batch_ms: int, checkpoint_names: Iterable[str], interval_ms: int, checkpoint_ms: int
+    batch_ms: int,
+    checkpoint_names: Iterable[str],
+    interval_ms: int,
+    checkpoint_ms: int,
+    window_ms: int = 0,
 ) -> int | None:
     """Log entries older than this can go; None while there is no Spark checkpoint file.
 
@@ -138,13 +142,14 @@ def prune_horizon(
     readable one; Spark keeps the last ten) and recomputes the state from the last state
     checkpoint before it, at most one checkpoint interval earlier. So whatever is older
     than the oldest file there, minus a checkpoint interval and a margin, cannot be
-    needed, even if Spark's checkpoint writer lags far behind the batches.
+    needed, even if Spark's checkpoint writer lags far behind the batches. A sliding
+    window reaches a window further back: recovery recomputes the batches inside it.
     """
     times = checkpoint_file_times(checkpoint_names)
     if not times:
         return None
-    by_files = min(times) - checkpoint_ms - 10 * interval_ms
-    return min(by_files, batch_ms - retention_ms(interval_ms, checkpoint_ms))
+    by_files = min(times) - checkpoint_ms - 10 * interval_ms - window_ms
+    return min(by_files, batch_ms - retention_ms(interval_ms, checkpoint_ms) - window_ms)
 
 
 def retention_ms(batch_ms: int, checkpoint_ms: int) -> int:

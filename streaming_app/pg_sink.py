@@ -268,7 +268,24 @@ class PostgresWriter:
                     " updated_at timestamptz NOT NULL DEFAULT now())"
                 ).format(self._progress)
             )
+            self._check_value_type(conn)
         self._schema_ready = True
+
+    def _check_value_type(self, conn: Connection) -> None:
+        """An existing table made by the other job would round sums or refuse them."""
+        schema, _, name = self.table.rpartition(".")
+        row = conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema ="
+            " coalesce(%s, current_schema()) AND table_name = %s AND column_name = 'count'",
+            [schema or None, name],
+        ).fetchone()
+        wanted = self.value_type.as_string(None)
+        if row is not None and row[0] != wanted:
+            raise SinkError(
+                f"PostgreSQL table {self.table} has a {row[0]} count column, but this job "
+                f"writes {wanted} (word counts: bigint; keyed-sum: numeric); use another "
+                "postgres_table for this job"
+            )
 
     def write_window(self, batch_ms: int, rows: Iterable[tuple[str, Any]]) -> bool:
         """Replace `<table>_window` by the window ending at batch_ms; False if not newer."""

@@ -206,7 +206,10 @@ def effective_master(config: AppConfig) -> tuple[str, str]:
     master is ours and such paths are local.
     """
     if not under_spark_submit():
-        return config.master, "file:///"
+        # prepare_spark_env keeps a PYSPARK_SUBMIT_ARGS that was set: its --master wins.
+        args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+        given = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--master"]
+        return (given[-1] if given else config.master), "file:///"
     from pyspark import SparkContext
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM
@@ -222,10 +225,13 @@ def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -
     Executors write the state checkpoint: on other machines a local path silently
     splits it over their disks and recovery finds a partial checkpoint.
     """
-    if master.startswith("local") or not is_local_path(config.checkpoint_dir):
+    path = config.checkpoint_dir
+    if master.startswith("local"):
         return
-    if not default_fs.startswith("file:"):
-        return  # a path without a scheme is on HDFS (or the like), shared
+    if not path.startswith("file:") and not (
+        is_local_path(path) and default_fs.startswith("file:")
+    ):
+        return  # hdfs://, s3a://, or a path without a scheme on a shared default filesystem
     if config.allow_local_checkpoint:
         log.warning(
             "checkpoint_dir %s is a local path with master %s: correct only if every "

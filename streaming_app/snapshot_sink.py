@@ -8,11 +8,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from streaming_app import __version__
 from streaming_app.fs import FileSystem, join
 from streaming_app.input_files import InputFilesLog, visible_names
+from streaming_app.keyed import EXACT
 from streaming_app.offset_log import OffsetLog
 from streaming_app.snapshots import (
     MANIFEST,
@@ -96,8 +98,9 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     # job (task commit, renames, _SUCCESS) costs a second or more per snapshot on 2 cores.
     pairs = rdd.collect()
     words, total = len(pairs), sum(count for _, count in pairs)
-    if isinstance(total, Decimal):
-        total = format(total, "f")  # an exact sum stays exact in JSON: a string
+    if pairs and isinstance(pairs[0][1], Decimal):
+        # An exact sum stays exact in JSON: a string (and not the 28-digit builtin sum).
+        total = format(reduce(EXACT.add, (count for _, count in pairs)), "f")
     body_lines = "".join(format_line(pair) + "\n" for pair in pairs)
     fs.mkdirs(temp)
     fs.write_atomic(join(temp, PART_FILE), body_lines.encode("utf-8"))

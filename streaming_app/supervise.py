@@ -81,7 +81,8 @@ class Supervisor:
         self.starts = 0
         self.child: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
-        self._lock = threading.Lock()
+        # Re-entrant: the signal handler takes it in the main thread, which may hold it.
+        self._lock = threading.RLock()
 
     def install_signals(self) -> None:
         """Forward SIGTERM/SIGINT to the driver (main thread only)."""

@@ -34,16 +34,31 @@ def nonzero(pair: tuple[str, Any]) -> bool:
 
 
 def windowed(counts: DStream[tuple[str, Any]], config: AppConfig) -> DStream[tuple[str, Any]]:
-    """The per-batch counts over the last `window` seconds, every `slide` seconds."""
-    from streaming_app.jobs import reduce_functions
+    """The per-batch counts over the last `window` seconds, every `slide` seconds.
 
-    add, subtract = reduce_functions(config)
+    A count is zero only when the key is in no batch of the window, so `nonzero` drops
+    exactly the absent keys. A sum can be zero with rows (a refund): the keyed-sum job
+    counts the batches that have the key next to the sum and drops a key at zero batches.
+    """
+    from streaming_app import jobs
+
     assert config.window_ms is not None
+    # PySpark's stubs say int seconds; it takes float seconds (truncated to milliseconds).
+    window: Any = spark_seconds(config.window_ms)
+    slide: Any = spark_seconds(config.slide_ms)
+    if config.job == "keyed-sum":
+        sums = counts.map(jobs.with_presence).reduceByKeyAndWindow(
+            jobs.add_present, jobs.subtract_present, window, slide,
+            filterFunc=jobs.present,
+        )  # fmt: skip
+        sums.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
+        return sums.map(jobs.sum_only)
+    add, subtract = jobs.reduce_functions(config)
     stream = counts.reduceByKeyAndWindow(
         add,
         subtract,
-        spark_seconds(config.window_ms),  # type: ignore[arg-type]
-        spark_seconds(config.slide_ms),  # type: ignore[arg-type]
+        window,
+        slide,
         filterFunc=nonzero,
     )
     stream.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]

@@ -11,7 +11,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from streaming_app.pg_sink import PROGRESS_SUFFIX, redact_dsn
+from streaming_app.pg_names import PROGRESS_SUFFIX, WINDOW_SUFFIX
+from streaming_app.pg_sink import redact_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -41,8 +42,10 @@ def pg_table(pg_dsn: str) -> Iterator[str]:
     yield table
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
-                sql.Identifier(table), sql.Identifier(table + PROGRESS_SUFFIX)
+            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+                sql.Identifier(table),
+                sql.Identifier(table + PROGRESS_SUFFIX),
+                sql.Identifier(table + WINDOW_SUFFIX),
             )
         )
 

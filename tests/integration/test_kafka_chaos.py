@@ -141,7 +141,7 @@ class WholeBatchReader:
         assert self.reads > 10, f"only {self.reads} reads saw the progress row"
 
 
-WINDOW_MS = 8000
+WINDOW_MS = 20_000  # 5 slides of 4 s: Spark uses the inverse function from 5 on
 
 
 def check_windows(

@@ -106,15 +106,16 @@ def test_keyed_sum_over_kafka_records(
     rng = random.Random(9)
     topic = fresh_topic("sales")
     text, pairs = sales(rng, 1, 300)
-    records = [*text.splitlines()[1:], "1,c1,item,1e-2", "2,c2,item"]  # one odd, one bad
-    pairs.append(("c1", Decimal("0.01")))
+    # One odd amount, one bad row, and a refund that takes a key back to zero.
+    records = [*text.splitlines()[1:], "1,c1,item,1e-2", "2,c2,item", "3,cz,i,5", "4,cz,i,-5.00"]
+    pairs += [("c1", Decimal("0.01")), ("cz", Decimal(5)), ("cz", Decimal("-5.00"))]
     send(kafka_bootstrap, topic, records, partitions=2)
     config = tmp_path / "csv.ini"
     config.write_text(f"[csv]\ncsv_fields = {HEADER}\n")
     app = start_app(
         *kafka_args(dirs, kafka_bootstrap, topic),
         "--job", "keyed-sum", "--key-field", "customerId", "--value-field", "amountPaid",
-        "--config", str(config), "--window", "4", "--slide", "2",
+        "--config", str(config), "--window", "10", "--slide", "2",  # 5 slides: inverse
     )  # fmt: skip
     expected = expected_sums(pairs)
     wait_for_totals(dirs["output"], expected, app)
@@ -131,6 +132,8 @@ def test_keyed_sum_over_kafka_records(
                     batches.setdefault(batch_ms, []).append((fields[1], Decimal(fields[3])))
     windows = window_outputs(dirs["output"])
     for end, window in windows.items():
-        inside = [p for b, ps in batches.items() if end - 4000 < b <= end for p in ps]
-        assert window == {k: v for k, v in expected_sums(inside).items() if v != 0}, end
+        inside = [p for b, ps in batches.items() if end - 10_000 < b <= end for p in ps]
+        # A key stays while a batch in the window has it, even at a sum of zero (cz).
+        assert window == expected_sums(inside), end
     assert any(windows.values())
+    assert any(w.get("cz") == 0 for w in windows.values()), "the refunded key left the window"

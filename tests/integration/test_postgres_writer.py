@@ -273,3 +273,22 @@ def test_a_missing_database_is_a_sink_error_without_retries(
     assert "failed (attempt" not in caplog.text
     with pytest.raises(SinkError, match="does not exist"):
         read_totals(missing, "totals")
+
+
+def test_exact_sums_and_windows_and_a_table_of_the_other_job_is_refused(
+    pg_dsn: str, pg_table: str
+) -> None:
+    from decimal import Decimal
+
+    with PostgresWriter(pg_dsn, pg_table, value_type="numeric") as writer:
+        writer.ensure_schema()
+        big = Decimal("100000000000000000000000000000.000000000000000000000000000001")
+        assert writer.write_batch(1000, [("c1", big), ("c2", Decimal("-0.05"))])
+        assert writer.write_window(1000, [("c1", Decimal("1.10"))])
+        assert not writer.write_window(1000, [("c1", Decimal("9"))])  # a replay: unchanged
+        assert writer.write_window(3000, [])  # an empty window empties the table
+    assert read_totals(pg_dsn, pg_table) == {"c1": big, "c2": Decimal("-0.05")}
+    assert read_totals(pg_dsn, pg_table, window=True) == {}
+    with PostgresWriter(pg_dsn, pg_table) as counts, pytest.raises(SinkError) as caught:
+        counts.ensure_schema()
+    assert "has a numeric count column, but this job writes bigint" in str(caught.value)

@@ -29,6 +29,10 @@ DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
 DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
+# Seconds after stop_timeout that Spark and the JVM need to shut down.
+SHUTDOWN_MARGIN = 15
+
+
 def docker_config() -> AppConfig:
     """conf/docker.ini as the app service loads it (no STREAMING_APP_* from this machine)."""
     return load_config(str(DOCKER_INI), env={})
@@ -167,9 +171,10 @@ def test_app_stops_gracefully() -> None:
     )
     grace = compose_seconds(app.get("stop_grace_period", "10s"))  # Docker's default
     stop_timeout = docker_config().stop_timeout
-    assert grace > stop_timeout, (
+    assert grace >= stop_timeout + SHUTDOWN_MARGIN, (
         f"app stop_grace_period {grace:g} s must exceed stop_timeout {stop_timeout:g} s"
-        " of conf/docker.ini, or Docker kills the graceful stop"
+        f" of conf/docker.ini by {SHUTDOWN_MARGIN} s (Spark's own shutdown), or Docker"
+        " kills the graceful stop"
     )
 
 

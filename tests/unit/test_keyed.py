@@ -81,8 +81,25 @@ def test_update_sum_keeps_absent_keys_absent_and_adds_exactly() -> None:
 def test_parse_amount_accepts_plain_numbers_only() -> None:
     assert parse_amount(" 12.50 ") == Decimal("12.50")
     assert parse_amount("-3") == Decimal(-3)
-    for text in ("", "x", "NaN", "Infinity", "1e41", "1,5"):
+    assert parse_amount("1e29") == Decimal("1e29") and parse_amount("1e-30") is not None
+    for text in ("", "x", "NaN", "Infinity", "1e30", "1e-31", "0e-50", "0." + "1" * 120, "1,5"):
         assert parse_amount(text) is None, text
+
+
+def test_rows_that_would_break_the_exact_sums_or_the_csv_reader_are_bad_rows() -> None:
+    lines = [
+        "1,a,x,1e29",
+        "2,a,x,1e-30",  # with the previous one: 59 digits, exact
+        "3,a,x,1.2345678901234567890123e-40",  # too many decimals: would round the sum
+        "4,b,x," + "9" * 200,  # too large
+        "5,c,x," + '"' + "y" * 200_000 + '"',  # over the csv module's field limit
+    ]
+    pairs = dict(parse_sums(lines, SPEC))
+    # Not Decimal's default 28 digits, which would round this sum to 1e29.
+    assert pairs["a"] == Decimal("100000000000000000000000000000.000000000000000000000000000001")
+    bad = pairs[None]
+    assert isinstance(bad, BadRows) and bad.total == 3
+    assert update_sum([Decimal("1e-30")], Decimal("1e29") * 9) is not None  # no Inexact
 
 
 def keyed(**settings: str) -> dict[str, str]:
@@ -123,3 +140,13 @@ def test_a_valid_window() -> None:
     config = load_config(cli={"window": "6", "slide": "2", "checkpoint_interval": "10"})
     assert (config.window_ms, config.slide_ms) == (6000, 2000)
     assert load_config(cli={"window": "3"}).slide_ms == 1000  # default: every batch
+
+
+def test_window_sums_keep_a_key_while_a_batch_has_it_even_at_zero() -> None:
+    from streaming_app.jobs import add_present, present, subtract_present, sum_only, with_presence
+
+    refund = add_present(with_presence(("c", Decimal(5)))[1], with_presence(("c", Decimal(-5)))[1])
+    assert refund == (Decimal(0), 2) and present(("c", refund))
+    gone = subtract_present(subtract_present(refund, (Decimal(5), 1)), (Decimal(-5), 1))
+    assert gone == (Decimal(0), 0) and not present(("c", gone))
+    assert sum_only(("c", (Decimal("1.5"), 3))) == ("c", Decimal("1.5"))

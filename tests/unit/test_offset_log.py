@@ -126,3 +126,12 @@ def test_newest_is_listed_once_then_kept_up_to_date(offsets: OffsetLog, tmp_path
     offsets.write_ranges(1000, RANGES)  # a replay rewrites an older entry: not the newest
     assert offsets.newest() == (2000, later)
     assert OffsetLog(LocalFs(), str(tmp_path)).newest() == (2000, later)  # as on disk
+
+
+def test_a_window_keeps_the_log_back_as_far_as_it_reaches() -> None:
+    from streaming_app.offset_log import prune_horizon
+
+    names = ["checkpoint-890000", "checkpoint-900000"]
+    plain = prune_horizon(900_000, names, 1000, 10_000)
+    assert plain is not None
+    assert prune_horizon(900_000, names, 1000, 10_000, window_ms=300_000) == plain - 300_000

@@ -94,10 +94,20 @@ class NoWait(threading.Event):
 
 
 def fake_connection(last_batch_ms: int = 1234) -> Any:
-    """A connection whose every query answers one row: (last_batch_ms, no position)."""
+    """A connection whose queries answer one row: (last_batch_ms, no position).
+
+    The schema check's query about the count column's type answers bigint.
+    """
     conn = mock.MagicMock(name="connection")
     conn.closed = False
-    conn.execute.return_value.fetchone.return_value = (last_batch_ms, None)
+
+    def execute(query: Any, params: Any = None) -> Any:
+        result = mock.MagicMock(name="cursor")
+        column_type = isinstance(query, str) and "information_schema" in query
+        result.fetchone.return_value = ("bigint",) if column_type else (last_batch_ms, None)
+        return result
+
+    conn.execute.side_effect = execute
     return conn
 
 

@@ -164,3 +164,17 @@ def test_run_refuses_a_local_checkpoint_with_a_cluster_master_before_spark_start
     assert result.returncode == EXIT_USAGE, result.stderr
     assert "checkpoint_dir" in result.stderr and "--allow-local-checkpoint" in result.stderr
     assert "Creating new context" not in result.stderr
+
+
+def test_a_file_uri_checkpoint_counts_as_local_and_submit_args_name_the_master(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming_app.run import effective_master
+
+    with pytest.raises(ConfigError):
+        check_checkpoint_location(_located(f"file://{tmp_path}"), "spark://h:7077", "hdfs://n")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--master spark://h:7077 --conf a=b pyspark-shell")
+    assert effective_master(_located("c")) == ("spark://h:7077", "file:///")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    assert effective_master(_located("c"))[0] == "local[2]"
