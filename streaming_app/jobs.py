@@ -9,13 +9,11 @@ module-level, so the checkpoint refers to them by name.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from streaming_app.config import AppConfig
 from streaming_app.keyed import CsvSpec, add_sums, is_sum, parse_sums, subtract_sums, update_sum
 from streaming_app.text import add_counts, count_words, update_count
-
-S = TypeVar("S")  # an RDD or a DStream: both have mapPartitions, reduceByKey and filter
 
 
 def subtract_counts(a: int, b: int) -> int:
@@ -34,7 +32,10 @@ def csv_spec(config: AppConfig) -> CsvSpec:
 
 
 def pre_aggregated(lines: Any, config: AppConfig) -> Any:
-    """Each batch's (key, value) pairs, reduced; keyed-sum adds one (None, BadRows) pair."""
+    """(key, value) pairs of a DStream or RDD of lines, reduced per key.
+
+    The keyed-sum job adds one (None, BadRows) pair; values_only drops it.
+    """
     if config.job == "keyed-sum":
         return lines.mapPartitions(partial(parse_sums, spec=csv_spec(config))).reduceByKey(add_sums)
     counted = partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)

@@ -65,11 +65,18 @@ def console_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = 
     return f"{label} at time {batch_time:%Y-%m-%d %H:%M:%S} {_shown(top)}"
 
 
+def print_top(
+    batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int, label: str = "Counts"
+) -> None:
+    """Print the RDD's top keys by value to stdout, as one console line."""
+    top = rdd.takeOrdered(top_n, key=_by_count)
+    sys.stdout.write(console_line(batch_time, top, label) + "\n")
+    sys.stdout.flush()
+
+
 def write_console(batch_time: datetime, rdd: RDD[tuple[str, int]], top_n: int) -> None:
     """Console sink: print the batch's top words by total to stdout."""
-    top = rdd.takeOrdered(top_n, key=_by_count)
-    sys.stdout.write(console_line(batch_time, top) + "\n")
-    sys.stdout.flush()
+    print_top(batch_time, rdd, top_n)
     mark_written(epoch_ms(batch_time), "console")
 
 

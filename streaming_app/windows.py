@@ -9,21 +9,17 @@ state holds only what is in the window.
 
 from __future__ import annotations
 
-import logging
-import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.config import spark_seconds
-from streaming_app.sinks import console_line, write_output_dir
+from streaming_app.sinks import print_top, write_output_dir
 
 if TYPE_CHECKING:
     from pyspark import RDD
     from pyspark.streaming import DStream
 
     from streaming_app.config import AppConfig
-
-log = logging.getLogger(__name__)
 
 WINDOW = "window"  # kind of the files sink's window directories: window-<batch_ms>/
 
@@ -67,9 +63,7 @@ def windowed(counts: DStream[tuple[str, Any]], config: AppConfig) -> DStream[tup
 
 def write_window_console(batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int) -> None:
     """Console sink: the top keys of the window that ends at this batch."""
-    top = rdd.takeOrdered(top_n, key=lambda pair: (-pair[1], pair[0]))
-    sys.stdout.write(console_line(batch_time, top, label="Window") + "\n")
-    sys.stdout.flush()
+    print_top(batch_time, rdd, top_n, label="Window")
 
 
 def write_window_files(
