@@ -107,14 +107,29 @@ def test_changed_batch_interval_fails_then_restores_from_snapshot_exactly(
     print(f"re-seeded after the kill: {reseed}")
 
 
+def newest_state_checkpoint(checkpoint: Path) -> int:
+    """The number of Spark's newest RDD (state) checkpoint directory, -1 before any."""
+    return max((int(p.name[4:]) for p in checkpoint.glob("*/rdd-*")), default=-1)
+
+
 def test_corrupt_newest_checkpoint_file_recovers_from_an_older_one(
     dirs: dict[str, Path], start_app: Any
 ) -> None:
-    app = start_app(*files_args(dirs))
+    # State checkpoints every 10 batches, and the stop comes a few batches after one: the
+    # checkpoint files before the newest then name the same, still present, state files.
+    # (Right after a state checkpoint Spark deletes the previous one's files, and older
+    # checkpoint files are rightly unusable: the app then exits 3 instead.)
+    args = files_args(dirs, "--checkpoint-interval", "10")
+    app = start_app(*args)
     app.wait_for_log(r"Started new streaming context")
     drop_file(dirs["input"], "a.txt", b"one two two\n")
     wait_for_totals(dirs["output"], {"one": 1, "two": 2}, app)
-    time.sleep(3)  # a few more checkpoint files
+    state = newest_state_checkpoint(dirs["checkpoint"])
+    deadline = time.monotonic() + 30
+    while newest_state_checkpoint(dirs["checkpoint"]) == state:
+        assert time.monotonic() < deadline, "no state checkpoint within 30 s"
+        time.sleep(0.2)
+    time.sleep(3)  # a few more checkpoint files naming that state
     assert app.terminate() == 0
     files = sorted(
         dirs["checkpoint"].glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1][:13])
@@ -125,7 +140,7 @@ def test_corrupt_newest_checkpoint_file_recovers_from_an_older_one(
         path.write_bytes(b"\x00 not a checkpoint")
     assert len(files) > len(corrupted)
 
-    again = start_app(*files_args(dirs))
+    again = start_app(*args)
     match = again.wait_for_log(r"Recovered streaming context .* at batch_time_ms=(\d+)")
     assert int(match.group(1)) < newest
     drop_file(dirs["input"], "b.txt", b"two three\n")
