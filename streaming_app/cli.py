@@ -99,6 +99,7 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             _option("duration", metavar="SECONDS"),
             _option("top_n", metavar="N"),
+            _option("state_buckets", metavar="N"),
             _option(
                 "log_level",
                 type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),

@@ -247,6 +247,13 @@ class AppConfig:
     )
     token_pattern: str = _setting("tokenizer", _pattern, DEFAULT_TOKEN_PATTERN, "regex of one word")
     lowercase: bool = _setting("tokenizer", _bool, True, "lower-case words before counting")
+    state_buckets: int = _setting(
+        "app",
+        _int,
+        64,
+        "buckets the running totals are kept in, for a new checkpoint (0: one state "
+        "record per key, as in checkpoints made before state buckets)",
+    )
     top_n: int = _setting("console", _int, 10, "words shown per batch by the console sink")
     output_keep: int = _setting("output", _int, 10, "totals files kept by the files sink")
     bootstrap_servers: str = _setting(
@@ -469,6 +476,8 @@ def _validate(
 
     if not 1 <= config.port <= 65535:
         errors.append(f"{where('port')}: must be between 1 and 65535, got {config.port}")
+    if config.state_buckets < 0:
+        errors.append(f"{where('state_buckets')}: must be 0 or more, got {config.state_buckets}")
     if config.top_n < 1:
         errors.append(f"{where('top_n')}: must be at least 1, got {config.top_n}")
     if config.output_keep < 1:

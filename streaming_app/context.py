@@ -16,6 +16,7 @@ from streaming_app.restore import Seed, seed_state, seeded_config
 from streaming_app.sinks import attach_sinks
 from streaming_app.snapshot_sink import SnapshotSettings, write_snapshot
 from streaming_app.sources import build_source
+from streaming_app.state import keep_totals
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ ESSENTIAL_SPARK_CONF = {
     # The batched block-metadata log is closed before a graceful stop has allocated the
     # last received blocks, so the stop would wait out its whole timeout.
     "spark.streaming.driver.writeAheadLog.allowBatching": "false",
+    # Workers fork from a daemon that has imported and gc-frozen what they run.
+    "spark.python.daemon.module": "streaming_app.worker_daemon",
 }
 
 
@@ -86,9 +89,8 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
     lines = build_source(ssc, config, seeded_files)
     counts = batch_counts(lines, config)
-    update = update_function(config)
-    totals = cast("DStream[tuple[str, int]]", counts.updateStateByKey(update, initialRDD=initial))
-    totals.checkpoint(spark_seconds(config.checkpoint_ms))  # type: ignore[arg-type]
+    state, totals = keep_totals(counts, update_function(config), config.state_buckets, initial)
+    state.checkpoint(spark_seconds(config.checkpoint_ms))
     attach_sinks(totals, counts, config, metadata.app_id)
     if config.window is not None:
         from streaming_app.windows import attach_window_sinks, windowed
@@ -108,5 +110,5 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     if config.source == "kafka":
         from streaming_app.kafka_source import attach_commit
 
-        attach_commit(totals, config)  # last: a batch is committed once every sink has it
+        attach_commit(state, config)  # last: a batch is committed once every sink has it
     return ssc

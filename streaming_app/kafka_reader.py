@@ -94,7 +94,10 @@ def read_range(
         warned_at = last_progress
         while next_offset < until:
             try:
-                batch = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS)
+                # No more than the range still needs: kafka-python decodes (in Python)
+                # every record it returns, and those past `until` would be thrown away.
+                wanted = min(MAX_POLL_RECORDS, until - next_offset)
+                batch = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=wanted)
             except OffsetOutOfRangeError:
                 next_offset = _after_lost_records(
                     consumer, tp, next_offset, until, on_out_of_range, counts

@@ -59,6 +59,8 @@ LATER_GRAPH_SETTINGS: dict[str, Any] = {
     "value_field": None,
     "csv_delimiter": ",",
     "csv_header": True,
+    # Checkpoints from before state buckets keep one state record per key.
+    "state_buckets": 0,
 }
 
 

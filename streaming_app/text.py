@@ -26,7 +26,11 @@ def tokenize(line: str, pattern: str = DEFAULT_TOKEN_PATTERN, lowercase: bool = 
     The line is NFC-normalized first, so "café" counts as one word however it was encoded.
     Words are lower-cased after matching: lower-casing can add combining marks ("İ").
     """
-    if not unicodedata.is_normalized("NFC", line):
+    if line.isascii():  # O(1): ASCII is NFC, and lower() keeps its letters letters
+        if lowercase and pattern == DEFAULT_TOKEN_PATTERN:
+            ascii_words: list[str] = _compiled(pattern).findall(line.lower())
+            return ascii_words
+    elif not unicodedata.is_normalized("NFC", line):
         line = unicodedata.normalize("NFC", line)
     words: list[str] = _compiled(pattern).findall(line)
     return [word.lower() for word in words] if lowercase else words

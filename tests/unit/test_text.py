@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_app.text import add_counts, count_words, tokenize, update_count
+from streaming_app.text import (
+    DEFAULT_TOKEN_PATTERN,
+    _compiled,
+    add_counts,
+    count_words,
+    tokenize,
+    update_count,
+)
 
 
 def test_tokenize_lowercases_by_default() -> None:
@@ -100,3 +107,16 @@ def test_update_count_keeps_the_total_when_nothing_is_new() -> None:
 
 def test_update_count_accepts_any_iterable() -> None:
     assert update_count(iter([1, 1, 1]), 2) == 5
+
+
+def test_ascii_lines_tokenize_as_matching_then_lower_casing() -> None:
+    # ASCII lines take a shortcut (lower-case the line, then match): same words.
+    import random
+    import string
+
+    rng = random.Random(3)
+    alphabet = string.ascii_letters + string.digits + " '_-.,\t"
+    pattern = _compiled(DEFAULT_TOKEN_PATTERN)
+    for _ in range(2000):
+        line = "".join(rng.choices(alphabet, k=rng.randint(0, 40)))
+        assert tokenize(line) == [word.lower() for word in pattern.findall(line)]
