@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from streaming_app.config import AppConfig, is_local_path
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.fs import FileSystem, LocalFs
-from streaming_app.metadata import CheckpointMetadata, differences, read_metadata
+from streaming_app.metadata import (
+    LATER_GRAPH_SETTINGS,
+    CheckpointMetadata,
+    differences,
+    read_metadata,
+)
 from streaming_app.offset_log import checkpoint_file_times
 from streaming_app.restore import Seed
 from streaming_app.snapshots import find_snapshot
@@ -97,6 +102,15 @@ def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -
         return reseed(fs, ckpt, recorded.seeded_from)
     if problems:
         return incompatible(fs, config, recorded, problems)
+    assert recorded is not None  # problems otherwise
+    kept = recorded.settings.get("state_buckets", LATER_GRAPH_SETTINGS["state_buckets"])
+    if kept != config.state_buckets:
+        log.info(
+            "the checkpoint keeps its totals %s; state_buckets=%d applies to new checkpoints "
+            "(restore from a snapshot into a new one to change it)",
+            f"in {kept} buckets" if kept else "one state record per key",
+            config.state_buckets,
+        )
     return StartPlan(recover=True)
 
 

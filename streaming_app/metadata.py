@@ -94,9 +94,15 @@ def graph_settings(config: AppConfig) -> dict[str, Any]:
     return values
 
 
+# Recorded, but a recovered checkpoint keeps its own value whatever the config says, and
+# any value gives the same results: a different one is no reason to refuse a checkpoint.
+KEPT_BY_CHECKPOINT = ("state_buckets",)
+
+
 def fingerprint(settings: dict[str, Any]) -> str:
-    """A short, stable hash of the graph-shaping settings."""
-    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    """A short, stable hash of the graph-shaping settings (but KEPT_BY_CHECKPOINT)."""
+    compared = {k: v for k, v in settings.items() if k not in KEPT_BY_CHECKPOINT}
+    canonical = json.dumps(compared, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
@@ -209,6 +215,8 @@ def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> li
         found.append(f"python version {recorded.python_version} -> {current.python_version}")
     if recorded.settings_fingerprint != current.settings_fingerprint:
         for key in (*GRAPH_SETTINGS, *LATER_GRAPH_SETTINGS):
+            if key in KEPT_BY_CHECKPOINT:
+                continue
             unset = LATER_GRAPH_SETTINGS.get(key)
             was, now = recorded.settings.get(key, unset), current.settings.get(key, unset)
             if was != now:

@@ -255,3 +255,29 @@ def test_later_graph_settings_are_left_out_at_their_defaults() -> None:
         differences(plain, CheckpointMetadata.for_config(load_config(cli={"checkpoint_dir": "c"})))
         == []
     )
+
+
+def test_a_checkpoint_of_another_state_layout_is_recovered_with_a_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A checkpoint keeps the state layout it was created with (its graph is rebuilt from
+    # the checkpoint), and results do not depend on it: 0.2.0 checkpoints (one state
+    # record per key, nothing recorded) still recover under the default of 64 buckets.
+    old = make_config(tmp_path, ("state_buckets", "0"))
+    recorded = CheckpointMetadata.for_config(old)
+    assert "state_buckets" not in recorded.settings
+    write_metadata(LocalFs(), old.checkpoint_dir, recorded)
+    spark_checkpoint(Path(old.checkpoint_dir), 1000)
+    current = make_config(tmp_path)
+    assert current.state_buckets == 64
+    now = CheckpointMetadata.for_config(current)
+    assert now.settings["state_buckets"] == 64
+    assert differences(recorded, now) == []
+    with caplog.at_level("INFO", logger="streaming_app.guard"):
+        assert plan_start(LocalFs(), current, now).recover
+    assert "keeps its totals one state record per key; state_buckets=64 applies" in caplog.text
+    # Another graph setting still counts.
+    moved = make_config(tmp_path, ("batch_interval", "2"))
+    found = differences(recorded, CheckpointMetadata.for_config(moved))
+    assert "batch_interval 1 s -> 2 s" in found
+    assert not [f for f in found if "state_buckets" in f]
