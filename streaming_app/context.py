@@ -27,9 +27,23 @@ ESSENTIAL_SPARK_CONF = {
     # The batched block-metadata log is closed before a graceful stop has allocated the
     # last received blocks, so the stop would wait out its whole timeout.
     "spark.streaming.driver.writeAheadLog.allowBatching": "false",
-    # Workers fork from a daemon that has imported and gc-frozen what they run.
-    "spark.python.daemon.module": "streaming_app.worker_daemon",
 }
+
+DAEMON_MODULE = "spark.python.daemon.module"
+
+
+def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
+    """Python workers fork from the app's preloaded daemon on a local master.
+
+    On a cluster Spark's own daemon stays: executors may have the app only in the
+    --py-files zip, which a worker adds to its path but a daemon could not import.
+    Set on the live conf at every start (a checkpoint would keep a stale choice);
+    `--spark-conf spark.python.daemon.module=...` overrides it.
+    """
+    if any(key == DAEMON_MODULE for key, _ in config.spark_conf):
+        return
+    local = str(sc.master).startswith("local")
+    sc._conf.set(DAEMON_MODULE, "streaming_app.worker_daemon" if local else "pyspark.daemon")
 
 
 def batch_counts(lines: DStream[str], config: AppConfig) -> DStream[tuple[str, Any]]:

@@ -132,6 +132,9 @@ def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
         if under_spark_submit() and ssc.sparkContext.master != config.master:
             log.info("master %s comes from spark-submit", ssc.sparkContext.master)
         ssc.addStreamingListener(listener())
+        from streaming_app.context import choose_worker_daemon
+
+        choose_worker_daemon(ssc.sparkContext, config)
         try:
             ssc.start()
             return ssc
