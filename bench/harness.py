@@ -10,6 +10,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,3 +152,80 @@ def machine() -> dict[str, str]:
 def write_json(path: Path, data: Any) -> None:
     """Results as JSON, for the report."""
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def session_processes(sid: int) -> dict[int, str]:
+    """The processes of a session (AppRun starts the app in its own): pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # field 6, the session id
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+    return {pid: cmd.decode(errors="replace") for pid, cmd in found.items()}
+
+
+def role(command: str) -> str:
+    """Which part of the app a process is: driver, jvm or python worker."""
+    if "streaming_app run" in command:
+        return "driver"
+    if "java" in command.split(" ", 1)[0]:
+        return "jvm"
+    return "workers" if "daemon" in command else "other"
+
+
+def status_kb(pid: int, field: str, name: str = "status") -> int:
+    """A /proc/<pid>/<name> figure in kB (status: VmHWM; smaps_rollup: Pss), 0 if gone."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class PeakMemory:
+    """Samples the resident memory of an app's processes, by role, until stopped.
+
+    Per process the kernel's high-water mark (VmHWM) is exact. The Python workers are
+    forked from one daemon and share its pages, so they are also summed by proportional
+    set size (Pss: shared pages divided among their sharers), at the sample with most.
+    """
+
+    def __init__(self, sid: int, every: float = 0.5) -> None:
+        self.sid = sid
+        self.every = every
+        self.hwm: dict[int, tuple[str, int]] = {}
+        self.workers_together = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            together = 0
+            for pid, command in session_processes(self.sid).items():
+                kind = role(command)
+                peak = status_kb(pid, "VmHWM")
+                if peak:
+                    self.hwm[pid] = (kind, max(peak, self.hwm.get(pid, (kind, 0))[1]))
+                if kind == "workers":
+                    together += status_kb(pid, "Pss", "smaps_rollup")
+            self.workers_together = max(self.workers_together, together)
+            self._stop.wait(self.every)
+
+    def stop(self) -> dict[str, float]:
+        """Peak MiB: driver, JVM, the largest Python worker, the workers together."""
+        self._stop.set()
+        self._thread.join()
+
+        def largest(kind: str) -> int:
+            return max((kb for k, kb in self.hwm.values() if k == kind), default=0)
+
+        return {
+            "driver_mib": round(largest("driver") / 1024),
+            "jvm_mib": round(largest("jvm") / 1024),
+            "largest_worker_mib": round(largest("workers") / 1024),
+            "workers_together_mib": round(self.workers_together / 1024),
+        }

@@ -10,11 +10,14 @@ medians of repeated runs, measured side by side in one invocation; see docs/benc
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
+import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -26,6 +29,7 @@ from bench.harness import (
     PARTITIONS,
     WORDS_PER_LINE,
     AppRun,
+    PeakMemory,
     broker,
     distinct_words,
     kafka_args,
@@ -34,6 +38,8 @@ from bench.harness import (
     median,
     write_json,
 )
+from bench.micro import micro, micro_report
+from bench.peer import peer, peer_report
 from streaming_app.kafka_client import KafkaConnection
 from streaming_app.metrics_report import BatchMetrics
 from streaming_app.produce import generated_lines, produce
@@ -98,17 +104,31 @@ def app_rate(
     lines: int,
     batch_lines: int,
     *extra: str,
+    skip_lines: int = 0,
+    memory: bool = False,
 ) -> dict[str, Any]:
-    """Read a preloaded topic in equal capped batches; the steady batches' figures."""
+    """Read a preloaded topic in equal capped batches; the steady batches' figures.
+
+    Steady: after the first two batches (JVM warm-up), or after the batches that read the
+    first `skip_lines` lines, and before the last (partial) batch. With `memory`, the peak
+    resident memory of the app's processes too.
+    """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
     app = AppRun.start(workdir, name, [*args, *extra])
+    peak = PeakMemory(app.proc.pid) if memory else None
     try:
-        app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=60 + lines / 100)
+        app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=120 + lines / 50)
     finally:
+        memory_figures = peak.stop() if peak else {}
         app.stop()
     busy = [b for b in app.batches() if b.records and b.processing_ms]
-    steady = busy[2:-1] or busy  # without the JVM warm-up and the last, partial batch
+    if skip_lines:
+        read = list(itertools.accumulate(b.records or 0 for b in busy))
+        steady = [b for b, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
+        steady = steady[:-1] or steady
+    else:
+        steady = busy[2:-1] or busy  # without the JVM warm-up and the last, partial batch
     seconds = [(b.processing_ms or 0) / 1000 for b in steady]
     words = [(b.records or 0) * WORDS_PER_LINE / s for b, s in zip(steady, seconds, strict=True)]
     return {
@@ -116,30 +136,106 @@ def app_rate(
         "batches": len(steady),
         "processing_s": round(median(seconds), 3),
         "words_per_s": round(median(words)),
+        "mean_words_per_s": round(
+            sum(b.records or 0 for b in steady) * WORDS_PER_LINE / max(sum(seconds), 1e-9)
+        ),
+        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
         "max_scheduling_delay_s": round(
             max((b.scheduling_delay_ms or 0 for b in steady), default=0) / 1000, 2
         ),
+        "first_scheduling_delay_s": round((steady[0].scheduling_delay_ms or 0) / 1000, 2),
+        "last_scheduling_delay_s": round((steady[-1].scheduling_delay_ms or 0) / 1000, 2),
+        **memory_figures,
     }  # fmt: skip
 
 
-def throughput(workdir: Path, bootstrap: str, lines: int, batch_lines: int, runs: int) -> Any:
-    """Words/s of the app's steady batches vs the baseline, on one preloaded topic."""
-    topic = load_topic(bootstrap, lines)
-    baseline = [baseline_seconds(bootstrap, topic, lines) for _ in range(runs)]
-    app = app_rate(
-        workdir, "throughput", bootstrap, topic, lines, batch_lines, "--checkpoint-interval", "20"
+# What each optimization adds, measured side by side on the throughput topic: the
+# layout of 0.2.0 first, the defaults last. Each row keeps the changes of the rows above.
+OPTIMIZATIONS = (
+    ("0.2.0: one state record per key, stock worker daemon",
+     ("--state-buckets", "0", "--spark-conf", "spark.python.daemon.module=pyspark.daemon")),
+    ("+ workers forked from a preloaded, gc-frozen daemon", ("--state-buckets", "0")),
+    ("+ state in 64 buckets (the defaults now)", ()),
+)  # fmt: skip
+
+BASELINE_WITHOUT_C_CRC = (
+    "import sys; sys.modules['crc32c'] = None; sys.path.insert(0, {root!r}); "
+    "from bench.run import baseline_seconds; print(baseline_seconds({bs!r}, {topic!r}, {lines}))"
+)
+
+
+def baseline_without_c_crc(bootstrap: str, topic: str, lines: int) -> float:
+    """baseline_seconds with kafka-python's pure-Python CRC-32C, in a subprocess."""
+    code = BASELINE_WITHOUT_C_CRC.format(
+        root=str(Path(__file__).resolve().parent.parent), bs=bootstrap, topic=topic, lines=lines
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+# Batches per run when looking for the sustained rate (the first two and the last are
+# not steady).
+SUSTAINED_RUN_BATCHES = 8
+
+
+def keeps_up(figures: dict[str, Any]) -> bool:
+    """Median processing within the interval, and the scheduling delay not growing."""
+    return bool(
+        figures["processing_s"] <= BATCH_S
+        and figures["last_scheduling_delay_s"] <= figures["first_scheduling_delay_s"] + 0.5
+    )
+
+
+def throughput(
+    workdir: Path,
+    bootstrap: str,
+    lines: int,
+    batch_lines: int,
+    runs: int,
+    variants: Any,
+    sizes: tuple[int, ...],
+) -> Any:
+    """Words/s the app sustains, and per optimization, vs the baseline, on one topic.
+
+    The baseline and every variant (optimizations switched off, cumulatively) read the
+    first `lines` lines; the last variant is the app as it ships. Then the app as it
+    ships reads batches of each of `sizes` lines: the largest that keeps up is the
+    sustained rate.
+    """
+    topic = load_topic(bootstrap, max(lines, max(sizes) * SUSTAINED_RUN_BATCHES))
+    baseline = [baseline_seconds(bootstrap, topic, lines) for _ in range(runs)]
+    slow_crc = [baseline_without_c_crc(bootstrap, topic, lines) for _ in range(runs)]
     base_words = lines * WORDS_PER_LINE / median(baseline)
+    rows = []
+    for index, (label, extra) in enumerate(variants):
+        figures = app_rate(
+            workdir, f"throughput-{index}", bootstrap, topic, lines, batch_lines,
+            "--checkpoint-interval", "20", *extra,
+        )  # fmt: skip
+        rows.append({"variant": label, **figures})
+    for row in rows:
+        row["ratio"] = round(row["words_per_s"] / base_words, 2)
+    tried = []
+    for size in sizes:
+        figures = app_rate(
+            workdir, f"sustained-{size}", bootstrap, topic, size * SUSTAINED_RUN_BATCHES,
+            size, "--checkpoint-interval", "20",
+        )  # fmt: skip
+        tried.append({**figures, "keeps_up": keeps_up(figures)})
+    kept = [t for t in tried if t["keeps_up"]]
+    best = max(kept, key=lambda t: t["batch_lines"]) if kept else None
+    sustained = best["batch_lines"] * WORDS_PER_LINE / BATCH_S if best else 0
     return {
         "lines": lines,
-        "batch_lines": app["batch_lines"],
-        "batches": app["batches"],
         "baseline_s": round(median(baseline), 2),
         "baseline_words_per_s": round(base_words),
-        "app_processing_s": app["processing_s"],
-        "app_words_per_s": app["words_per_s"],
-        "ratio": round(app["words_per_s"] / base_words, 2),
-        "max_scheduling_delay_s": app["max_scheduling_delay_s"],
+        "baseline_python_crc_s": round(median(slow_crc), 2),
+        "baseline_python_crc_words_per_s": round(lines * WORDS_PER_LINE / median(slow_crc)),
+        "sustained_batch_lines": best["batch_lines"] if best else 0,
+        "sustained_words_per_s": round(sustained),
+        "ratio": round(sustained / base_words, 2),
+        "tried": tried,
+        "variants": rows,
     }
 
 
@@ -150,7 +246,11 @@ CHECKPOINT_BATCHES = (1, 5, 10, 1000)
 def checkpoint_cost(
     workdir: Path, bootstrap: str, lines: int, batch_lines: int, intervals: tuple[int, ...]
 ) -> Any:
-    """Throughput at checkpoint intervals of 1, 5 and 10 batches against (nearly) never."""
+    """Throughput at checkpoint intervals of 1, 5 and 10 batches against (nearly) never.
+
+    Only one batch in N pays for a checkpoint, so this compares the mean over the steady
+    batches (their words over their processing time), not the median.
+    """
     topic = load_topic(bootstrap, lines, seed=3)
     found = {}
     for batches in intervals:
@@ -159,27 +259,70 @@ def checkpoint_cost(
             "--checkpoint-interval", str(batches * BATCH_S),
             "--snapshot-keep", "0",  # snapshots follow the checkpoint interval: not measured here
         )  # fmt: skip
-    best = found[intervals[-1]]["words_per_s"]
+    best = found[intervals[-1]]["mean_words_per_s"]
     return {
-        str(batches): {**figures, "loss_pct": round(100 * (1 - figures["words_per_s"] / best), 1)}
+        str(batches): {
+            **figures, "loss_pct": round(100 * (1 - figures["mean_words_per_s"] / best), 1)
+        }
         for batches, figures in found.items()
-    }
+    }  # fmt: skip
+
+
+# The state layouts compared where the state grows: before (0.2.0) and now.
+LAYOUTS = (
+    ("one state record per key (0.2.0)", ("--state-buckets", "0")),
+    ("64 buckets (now)", ()),
+)
 
 
 def state_growth(
-    workdir: Path, bootstrap: str, lines: int, batch_lines: int, vocabularies: tuple[int, ...]
+    workdir: Path,
+    bootstrap: str,
+    lines: int,
+    batch_lines: int,
+    vocabularies: tuple[int, ...],
+    layouts: Any = LAYOUTS,
 ) -> Any:
-    """Batch processing time as the state holds more keys: one run per vocabulary size."""
+    """Batch processing time as the state holds more keys: per vocabulary size and layout."""
     found = {}
     for vocabulary in vocabularies:
         topic = load_topic(bootstrap, lines, seed=4, vocabulary=vocabulary)
-        figures = app_rate(
-            workdir, f"state-{vocabulary}", bootstrap, topic, lines, batch_lines,
-            "--checkpoint-interval", "20",
-        )  # fmt: skip
         keys = distinct_words(lines, seed=4, vocabulary=vocabulary)
-        found[str(vocabulary)] = {**figures, "keys_at_end": keys}
+        found_layouts = {}
+        for index, (label, extra) in enumerate(layouts):
+            found_layouts[label] = app_rate(
+                workdir, f"state-{vocabulary}-{index}", bootstrap, topic, lines, batch_lines,
+                "--checkpoint-interval", "20", *extra,
+            )  # fmt: skip
+        found[str(vocabulary)] = {"keys_at_end": keys, "layouts": found_layouts}
     return found
+
+
+def state_of_keys(
+    workdir: Path, bootstrap: str, keys: int, lines: int, batch_lines: int, variants: Any
+) -> Any:
+    """Batch time and peak memory once the state holds `keys` keys, per state layout.
+
+    The topic first has every key once (`w0`..), then `lines` Zipf lines over the same
+    keys; the figures are those of the batches after the state is full.
+    """
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    every_key = (
+        " ".join(f"w{n}" for n in range(start, min(start + WORDS_PER_LINE, keys)))
+        for start in range(0, keys, WORDS_PER_LINE)
+    )
+    loading = -(-keys // WORDS_PER_LINE)
+    produce(KafkaConnection(bootstrap), topic, every_key, loading, 0, PARTITIONS)
+    zipf = generated_lines(WORDS_PER_LINE, keys, seed=5)
+    produce(KafkaConnection(bootstrap), topic, zipf, lines, 0, PARTITIONS)
+    found = []
+    for index, (label, extra) in enumerate(variants):
+        figures = app_rate(
+            workdir, f"keys-{index}", bootstrap, topic, loading + lines, batch_lines,
+            "--checkpoint-interval", "20", *extra, skip_lines=loading, memory=True,
+        )  # fmt: skip
+        found.append({"variant": label, **figures})
+    return {"keys": keys, "lines": lines, "variants": found}
 
 
 def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
@@ -220,46 +363,97 @@ def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
 def report(results: dict[str, Any]) -> str:
     """The results section of docs/benchmarks.md."""
     t, r, m = results["throughput"], results["recovery"], results["machine"]
+    k, growth = results["state_of_keys"], results["state_growth"]
+    layouts = list(next(iter(growth.values()))["layouts"])
     return "\n".join(
         [
             f"Measured {results['date']} with `{results['command']}` on {m['cpu']}; Python "
             f"{m['python']}, PySpark {m['pyspark']}, {m['java']}; broker: {m['broker']}.",
             "",
-            "**Throughput** (Kafka source, `local[2]`, 2 s batches, console sink; "
-            f"{t['lines']:,} lines of 10 words over a Zipf vocabulary of 100k words):",
+            "**Throughput** (Kafka source, `local[2]`, 2 s batches, console sink; lines of "
+            "10 words over a Zipf vocabulary of 100k words):",
             "",
             "| | words/s | how |",
             "|---|---|---|",
             f"| baseline: one kafka-python consumer + `Counter` | {t['baseline_words_per_s']:,} | "
-            f"median of the runs: {t['baseline_s']} s for the topic |",
-            f"| streaming_app | {t['app_words_per_s']:,} | median over {t['batches']} steady "
-            f"batches of {t['batch_lines']:,} lines: {t['app_processing_s']} s of processing"
-            " each |",
-            f"| **ratio app / baseline** | **{t['ratio']}** | scheduling delay at most "
-            f"{t['max_scheduling_delay_s']} s |",
+            f"median of {results['runs']} runs: {t['baseline_s']} s for {t['lines']:,} lines |",
+            f"| streaming_app, sustained | {t['sustained_words_per_s']:,} | the largest batch "
+            f"tried that keeps up: {t['sustained_batch_lines']:,} lines every 2 s (below) |",
+            f"| **ratio app / baseline** | **{t['ratio']}** | |",
             "",
-            "**Checkpoint cost** (the same kind of run, each with its own checkpoint directory; "
-            "snapshots off; loss against an interval of 1000 batches, which no run reaches):",
+            "Batch sizes tried (one run each, the app as it ships; it keeps up when the median "
+            "processing time is within the 2 s interval and the scheduling delay does not "
+            "grow from the first steady batch to the last):",
             "",
-            "| checkpoint interval | words/s | processing of a batch | loss |",
+            "| lines per batch | processing of a batch | words/s of processing | "
+            "scheduling delay, first → last steady batch | keeps up |",
+            "|---|---|---|---|---|",
+            *[
+                f"| {x['batch_lines']:,} | {x['processing_s']} s | {x['words_per_s']:,} | "
+                f"{x['first_scheduling_delay_s']} s → {x['last_scheduling_delay_s']} s | "
+                f"{'yes' if x['keeps_up'] else 'no'} |"
+                for x in t["tried"]
+            ],
+            "",
+            "**Optimizations, before and after** (the same topic, batches of "
+            f"{t['variants'][-1]['batch_lines']:,} lines, one run each, side by side; each row "
+            "keeps the changes above it; both sides use kafka-python's C CRC-32C, see the last "
+            "row):",
+            "",
+            "| | processing of a batch | words/s of processing | ratio to the baseline |",
             "|---|---|---|---|",
             *[
-                f"| {n} batch{'es' if n != '1' else ''} | {c['words_per_s']:,} | "
-                f"{c['processing_s']} s | {c['loss_pct']}% |"
+                f"| {v['variant']} | {v['processing_s']} s | {v['words_per_s']:,} | {v['ratio']} |"
+                for v in t["variants"]
+            ],
+            f"| the baseline itself, with kafka-python's pure-Python CRC-32C (no `crc32c` "
+            f"package) | {t['baseline_python_crc_s']} s for the topic | "
+            f"{t['baseline_python_crc_words_per_s']:,} | |",
+            "",
+            *micro_report(results["micro"], results["micro_lines"]),
+            "",
+            f"**Checkpoint cost** (the same kind of run over {results['checkpoint_lines']:,} "
+            "lines, each with its own checkpoint directory; snapshots off; means over the "
+            "steady batches, since only one batch in N checkpoints; loss against an interval "
+            "of 1000 batches, which no run reaches):",
+            "",
+            "| checkpoint interval | words/s of processing (mean) | processing of a batch "
+            "(mean) | loss |",
+            "|---|---|---|---|",
+            *[
+                f"| {n} batch{'es' if n != '1' else ''} | {c['mean_words_per_s']:,} | "
+                f"{c['mean_processing_s']} s | {c['loss_pct']}% |"
                 for n, c in results["checkpoint_cost"].items()
             ],
             "",
-            "**State growth** (the same kind of run, one per vocabulary size, checkpoint "
-            "every 10 batches; keys: distinct words of the whole corpus, which the state "
-            "holds at the end):",
+            "**State growth** (the same kind of run, one per vocabulary size and state layout, "
+            "checkpoint every 10 batches; keys: distinct words of the whole corpus, which the "
+            "state holds at the end; processing of a batch of the same 20,000 lines):",
             "",
-            "| vocabulary | keys at the end | processing of a batch | words/s |",
-            "|---|---|---|---|",
+            f"| vocabulary | keys at the end | {' | '.join(layouts)} |",
+            "|---|---|" + "---|" * len(layouts),
             *[
-                f"| {int(v):,} words | {g['keys_at_end']:,} | {g['processing_s']} s | "
-                f"{g['words_per_s']:,} |"
-                for v, g in results["state_growth"].items()
+                f"| {int(v):,} words | {g['keys_at_end']:,} | "
+                + " | ".join(f"{g['layouts'][label]['processing_s']} s" for label in layouts)
+                + " |"
+                for v, g in growth.items()
             ],
+            "",
+            f"**A state of {k['keys']:,} keys** (the topic holds every key once, then "
+            f"{k['lines']:,} Zipf lines over them; figures of the batches after the state is "
+            "full; peak resident memory of the app's processes over the whole run):",
+            "",
+            "| state layout | processing of a batch | words/s | driver (Python) | JVM | "
+            "largest Python worker | Python workers together (Pss) |",
+            "|---|---|---|---|---|---|---|",
+            *[
+                f"| {v['variant']} | {v['processing_s']} s | {v['words_per_s']:,} | "
+                f"{v['driver_mib']} MiB | {v['jvm_mib']} MiB | {v['largest_worker_mib']} MiB | "
+                f"{v['workers_together_mib']} MiB |"
+                for v in k["variants"]
+            ],
+            "",
+            *peer_report(results["peer"]),
             "",
             f"**Recovery** after `kill -9` of the driver and its JVM, with {r['backlog_lines']:,} "
             f"lines produced while it was down ({r['runs']} runs):",
@@ -295,36 +489,45 @@ def main() -> None:
     parser.add_argument("--update-docs", action="store_true", help="write docs/benchmarks.md")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
-    sizes = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500)
+    sizes = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500, keys=2_000,
+                 key_lines=1_000, files=1, file_lines=500, rounds=2)  # fmt: skip
     if not options.smoke:
-        sizes = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000)
+        sizes = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
+                     keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000,
+                     rounds=6)  # fmt: skip
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     command = "python bench/run.py" + (" --smoke" if options.smoke else "")
+    lines, batch_lines = sizes["lines"], sizes["batch_lines"]
     with broker(workdir) as bootstrap:
         results = {
             "date": time.strftime("%Y-%m-%d"),
             "command": command,
+            "runs": sizes["runs"],
             "machine": machine(),
             "throughput": throughput(
-                workdir, bootstrap, sizes["lines"], sizes["batch_lines"], sizes["runs"]
+                workdir, bootstrap, lines, batch_lines, sizes["runs"],
+                OPTIMIZATIONS[-1:] if options.smoke else OPTIMIZATIONS,
+                (400, 800) if options.smoke else (20_000, 50_000, 80_000, 110_000, 140_000),
             ),
+            "checkpoint_lines": 2 * lines,
             "checkpoint_cost": checkpoint_cost(
-                workdir,
-                bootstrap,
-                sizes["lines"],
-                sizes["batch_lines"],
+                workdir, bootstrap, 2 * lines, batch_lines,
                 (1,) if options.smoke else CHECKPOINT_BATCHES,
             ),
             "state_growth": state_growth(
-                workdir,
-                bootstrap,
-                sizes["lines"],
-                sizes["batch_lines"],
+                workdir, bootstrap, lines, batch_lines,
                 (1_000,) if options.smoke else (10_000, 100_000, 1_000_000),
+                LAYOUTS[-1:] if options.smoke else LAYOUTS,
             ),
+            "state_of_keys": state_of_keys(
+                workdir, bootstrap, sizes["keys"], sizes["key_lines"], batch_lines, LAYOUTS
+            ),
+            "peer": peer(workdir, sizes["files"], sizes["file_lines"], sizes["rounds"]),
+            "micro": micro(bootstrap, batch_lines, 3 if options.smoke else 9),
+            "micro_lines": batch_lines,
             "recovery": recovery(workdir, bootstrap, sizes["kills"], sizes["backlog"]),
-        }
+        }  # fmt: skip
     write_json(workdir / "results.json", results)
     section = report(results)
     print(section)

@@ -1,0 +1,407 @@
+"""streaming_app against a Structured Streaming word count, both on the directory source.
+
+    python bench/peer.py [--files N --lines-per-file N --rounds N --workdir DIR]
+
+Both systems are fed the same rounds of files, one system after the other, each started
+once; `python bench/peer.py --structured ...` is the Structured Streaming side, which
+peer() runs as a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import VOCABULARY, WORDS_PER_LINE, AppRun, median
+from streaming_app.metrics_report import BatchMetrics
+from streaming_app.produce import generated_lines
+
+BATCH_S = 2
+# Files go in this long after a batch boundary (both systems' batches start on multiples
+# of the interval in epoch time), so that one batch reads a whole round.
+MOVE_PHASE_S = 0.5
+SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+LOOPBACK_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def write_rounds(directory: Path, rounds: int, files: int, lines_per_file: int) -> list[list[Path]]:
+    """The files of every round: 10-word Zipf lines, one corpus (seed) per round."""
+    plan = []
+    for number in range(rounds):
+        corpus = generated_lines(WORDS_PER_LINE, VOCABULARY, seed=1000 + number)
+        paths = []
+        for index in range(files):
+            path = directory / f"r{number:03d}-f{index:03d}.txt"
+            path.write_text("".join(line + "\n" for line in islice(corpus, lines_per_file)))
+            paths.append(path)
+        plan.append(paths)
+    return plan
+
+
+def move_in(paths: list[Path], staging: Path, input_dir: Path) -> None:
+    """Copy a round to staging, then rename it all into the watched directory, mtime now."""
+    staged = []
+    for path in paths:
+        shutil.copyfile(path, staging / path.name)
+        staged.append(staging / path.name)
+    time.sleep((MOVE_PHASE_S - time.time() % BATCH_S) % BATCH_S)
+    for path in staged:
+        os.utime(path)
+    for path in staged:
+        os.rename(path, input_dir / path.name)
+
+
+def reap_group(pgid: int, grace: float = 10) -> None:
+    """SIGKILL whatever is left of a stopped process's session (its JVM) after a grace time."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def files_read(checkpoint: Path) -> dict[str, int]:
+    """Input file name -> batch time, from the app's input-files log under its checkpoint."""
+    found: dict[str, int] = {}
+    directory = checkpoint / "input-files"
+    if not directory.is_dir():
+        return found
+    for entry in directory.iterdir():
+        if not entry.name.isdigit():
+            continue  # temp files and .crc side files
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(entry.read_text())
+            if record.get("note") == "read":
+                found.update((str(name), int(entry.name)) for name in record.get("files", []))
+    return found
+
+
+def dstream_rounds(
+    base: Path, plan: list[list[Path]], lines_per_round: int
+) -> tuple[list[Any], float | None]:
+    """streaming_app on the rounds: (processing s, batches) of each, and an empty batch's s."""
+    input_dir, staging, checkpoint = base / "dstream-in", base / "dstream-staging", base / "ck"
+    input_dir.mkdir()
+    staging.mkdir()
+    args = [
+        "--source", "files", "--input-dir", str(input_dir), "--checkpoint-dir", str(checkpoint),
+        "--batch-interval", str(BATCH_S), "--checkpoint-interval", "20", "--sink", "console",
+        "--spark-conf", "spark.ui.enabled=false",
+        *[arg for item in LOOPBACK_CONF.items() for arg in ("--spark-conf", "=".join(item))],
+    ]  # fmt: skip
+    app = AppRun.start(base, "dstream", args)
+    seen: dict[str, int] = {}
+    found = []
+    try:
+        app.wait_for(lambda batches: bool(batches), timeout=180)  # running: files now count
+        for paths in plan:
+            names = {path.name for path in paths}
+            move_in(paths, staging, input_dir)
+
+            def processed(batches: list[BatchMetrics], names: set[str] = names) -> bool:
+                seen.update(files_read(checkpoint))
+                if not names <= seen.keys():
+                    return False
+                done = {b.batch_time_ms for b in batches if b.processing_ms is not None}
+                return {seen[name] for name in names} <= done
+
+            batches = app.wait_for(processed, timeout=120 + lines_per_round / 1000)
+            times = {seen[name] for name in names}
+            ms = sum(b.processing_ms or 0 for b in batches if b.batch_time_ms in times)
+            found.append((ms / 1000, len(times)))
+        # Batches between rounds read nothing but still update and print the whole state.
+        read = set(seen.values())
+        empty = [
+            b.processing_ms / 1000
+            for b in app.batches()
+            if b.batch_time_ms > min(read) and b.batch_time_ms not in read and b.processing_ms
+        ]
+    finally:
+        app.stop()
+        reap_group(app.proc.pid)
+    return found, round(median(empty), 3) if empty else None
+
+
+@dataclass
+class StructuredRun:
+    """The Structured Streaming word count as a subprocess (own session, like AppRun)."""
+
+    proc: subprocess.Popen[bytes]
+    progress: Path
+    log: Path
+
+    @classmethod
+    def start(cls, base: Path, input_dir: Path, checkpoint: Path) -> StructuredRun:
+        """Spawn `python bench/peer.py --structured` with its progress file in base."""
+        progress, log = base / "structured.progress.jsonl", base / "structured.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
+        env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        if "SPARK_CONF_DIR" not in env and (CONF_DIR / "spark-defaults.conf").is_file():
+            env["SPARK_CONF_DIR"] = str(CONF_DIR)  # as the app does: the same quiet log4j2
+        with open(log, "ab") as err:
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--structured",
+                 "--input-dir", str(input_dir), "--checkpoint-dir", str(checkpoint),
+                 "--progress-file", str(progress)],
+                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+            )  # fmt: skip
+        return cls(proc, progress, log)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The lines the subprocess wrote so far (a cut last line is skipped)."""
+        if not self.progress.exists():
+            return []
+        found = []
+        for line in self.progress.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                found.append(json.loads(line))
+        return found
+
+    def wait_for(
+        self, done: Callable[[list[dict[str, Any]]], bool], timeout: float
+    ) -> list[dict[str, Any]]:
+        """Poll the progress until done(events) holds; raise with the log tail if not."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            events = self.events()
+            if done(events):
+                return events
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        tail = self.log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"structured run did not get there in {timeout} s:\n{tail}")
+
+    def stop(self) -> None:
+        """SIGTERM (stops the query and Spark), then SIGKILL of the session if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        reap_group(self.proc.pid)
+
+
+def structured_rounds(base: Path, plan: list[list[Path]], lines_per_round: int) -> list[Any]:
+    """Structured Streaming on the rounds: (triggerExecution s, batches) of each round."""
+    input_dir, staging = base / "structured-in", base / "structured-staging"
+    input_dir.mkdir()
+    staging.mkdir()
+    run = StructuredRun.start(base, input_dir, base / "structured-ck")
+    used = 0  # progress lines with input already assigned to a round
+    found = []
+    try:
+        run.wait_for(lambda events: any(e.get("event") == "started" for e in events), 180)
+        for paths in plan:
+            move_in(paths, staging, input_dir)
+
+            def processed(events: list[dict[str, Any]], used: int = used) -> bool:
+                busy = [e for e in events if e.get("rows")][used:]
+                return sum(int(e["rows"]) for e in busy) >= lines_per_round
+
+            events = run.wait_for(processed, timeout=120 + lines_per_round / 1000)
+            busy = [e for e in events if e.get("rows")]
+            mine, used = busy[used:], len(busy)
+            found.append((sum(e["trigger_ms"] for e in mine) / 1000, len(mine)))
+    finally:
+        run.stop()
+    return found
+
+
+def figures(rounds: list[Any], words: int) -> dict[str, Any]:
+    """Per-round and median figures, the medians over the rounds after the first."""
+    rates = [words / seconds for seconds, _ in rounds]
+    steady = rounds[1:] or rounds
+    return {
+        "processing_s": [round(seconds, 3) for seconds, _ in rounds],
+        "batches": [batches for _, batches in rounds],
+        "words_per_s": [round(rate) for rate in rates],
+        "median_processing_s": round(median([seconds for seconds, _ in steady]), 3),
+        "median_words_per_s": round(median(rates[1:] or rates)),
+    }
+
+
+def peer(workdir: Path, files: int, lines_per_file: int, rounds: int) -> dict[str, Any]:
+    """Words/s of streaming_app and of a Structured Streaming word count on the same rounds."""
+    base = Path(tempfile.mkdtemp(prefix="peer-", dir=workdir))
+    (base / "rounds").mkdir()
+    plan = write_rounds(base / "rounds", rounds, files, lines_per_file)
+    lines_per_round = files * lines_per_file
+    words = lines_per_round * WORDS_PER_LINE
+    rounds_read, empty_s = dstream_rounds(base, plan, lines_per_round)
+    dstream = {**figures(rounds_read, words), "median_empty_batch_s": empty_s}
+    structured = figures(structured_rounds(base, plan, lines_per_round), words)
+    return {
+        "lines_per_file": lines_per_file,
+        "files_per_round": files,
+        "lines_per_round": lines_per_round,
+        "lines": lines_per_round * rounds,
+        "rounds": rounds,
+        "words_per_round": words,
+        "shuffle_partitions": SHUFFLE_PARTITIONS,
+        "shuffle_partitions_why": "Structured Streaming's spark.sql.shuffle.partitions=2 "
+        "matches the 2 cores of local[2]; the default of 200 would be unfair",
+        "streaming_app": dstream,
+        "structured": structured,
+        "ratio": round(dstream["median_words_per_s"] / structured["median_words_per_s"], 2),
+        "how": f"{rounds} rounds of {files} files x {lines_per_file:,} lines moved in at once "
+        f"{MOVE_PHASE_S} s after a batch boundary, the next round once the round is processed; "
+        "the systems one after the other, each started once, `local[2]`, 2 s batches; per "
+        "round, words / processing time of the batches that read it (streaming_app: "
+        "StreamingListener processing time of the batches its input-files log names for the "
+        "round's files, console sink, checkpoint every 20 s, snapshots as by default; "
+        "Structured Streaming: triggerExecution of the batches with input rows, "
+        "groupBy(word).count() in update mode to the noop sink, state store written every "
+        "batch); medians over the rounds after the first (JVM warm-up)",
+        "workdir": str(base),
+    }
+
+
+def peer_report(p: dict[str, Any]) -> list[str]:
+    """The markdown lines of the comparison, for docs/benchmarks.md."""
+    a, s = p["streaming_app"], p["structured"]
+    steady = max(p["rounds"] - 1, 1)
+    return [
+        "**Against Structured Streaming** (directory source, `local[2]`, 2 s batches and "
+        f"triggers; {p['rounds']} rounds of {p['files_per_round']} files of "
+        f"{p['lines_per_file']:,} lines of 10 words over a Zipf vocabulary of 100k words, "
+        "the same files for both, moved in at once; one system after the other):",
+        "",
+        "| | words/s | processing of a round | how |",
+        "|---|---|---|---|",
+        f"| streaming_app (DStream, `updateStateByKey`, console sink) | "
+        f"{a['median_words_per_s']:,} | {a['median_processing_s']} s | processing time of the "
+        "batches that read the round (StreamingListener), state checkpoint every 10 batches; "
+        f"a batch between rounds, which reads nothing: {a['median_empty_batch_s']} s |",
+        f"| Structured Streaming (`groupBy(word).count()`, update mode, `noop` sink) | "
+        f"{s['median_words_per_s']:,} | {s['median_processing_s']} s | `triggerExecution` of "
+        "the batches with input rows; `spark.sql.shuffle.partitions=2`, as many as the cores "
+        "(the default 200 would be unfair) |",
+        f"| **ratio streaming_app / Structured** | **{p['ratio']}** | | medians over "
+        f"{steady} round{'s' if steady != 1 else ''} of {p['words_per_round']:,} words after "
+        "the first (JVM warm-up) |",
+    ]
+
+
+def append_line(path: str, record: dict[str, Any]) -> None:
+    """One JSON line in one O_APPEND write: lines of two threads never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def structured(input_dir: str, checkpoint_dir: str, progress_file: str) -> None:
+    """The Structured Streaming word count: one JSON line per progress, until SIGTERM."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import col, explode, lower, split
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class Progress(StreamingQueryListener):
+        """Appends each batch's input rows and triggerExecution ms to the progress file."""
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark API)
+            """Nothing to record."""
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            """A batch finished."""
+            p = event.progress
+            append_line(progress_file, {
+                "batch": p.batchId, "rows": p.numInputRows,
+                "trigger_ms": p.durationMs.get("triggerExecution"), "timestamp": p.timestamp,
+                "durations_ms": dict(p.durationMs),
+            })  # fmt: skip
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            """Nothing to record."""
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            """Nothing to record."""
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    builder = SparkSession.builder.master("local[2]").appName("peer-structured")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        **LOOPBACK_CONF,
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        spark.streams.addListener(Progress())
+        words = (
+            spark.readStream.text(input_dir)
+            .select(explode(split(lower(col("value")), r"[^\p{L}\p{N}]+")).alias("word"))
+            .where(col("word") != "")
+        )
+        query = (
+            words.groupBy("word")
+            .count()
+            .writeStream.outputMode("update")
+            .format("noop")
+            .trigger(processingTime=f"{BATCH_S} seconds")
+            .option("checkpointLocation", checkpoint_dir)
+            .start()
+        )
+        append_line(progress_file, {"event": "started"})
+        while not stop.wait(0.5):
+            if not query.isActive:
+                raise SystemExit(f"the query stopped: {query.exception()}")
+        query.stop()
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    """Run the comparison and print its markdown, or (--structured) be its Structured side."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--structured", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--input-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--progress-file", help=argparse.SUPPRESS)
+    parser.add_argument("--files", type=int, default=2, help="files per round")
+    parser.add_argument("--lines-per-file", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
+    options = parser.parse_args()
+    if options.structured:
+        structured(options.input_dir, options.checkpoint_dir, options.progress_file)
+        return
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-peer-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = peer(workdir, options.files, options.lines_per_file, options.rounds)
+    print("\n".join(peer_report(results)))
+    print(f"\n(logs, metrics and progress in {results['workdir']})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
