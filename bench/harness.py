@@ -60,6 +60,23 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def poll_until(
+    read: Any, done: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float, what: str
+) -> Any:
+    """read() every 0.2 s until done(it) holds; raise with the log's tail if the process
+    ends or the timeout passes first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = read()
+        if done(found):
+            return found
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace")[-3000:]
+    raise RuntimeError(f"{what} did not get there in {timeout} s:\n{tail}")
+
+
 @dataclass
 class AppRun:
     """One `streaming-app run` subprocess (own session: kill -9 takes its JVM too)."""
@@ -93,16 +110,10 @@ class AppRun:
 
     def wait_for(self, done: Any, timeout: float) -> list[BatchMetrics]:
         """Poll the metrics until done(batches) holds; raise with the log tail if not."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            batches = self.batches()
-            if done(batches):
-                return batches
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        tail = self.log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"benchmark run did not get there in {timeout} s:\n{tail}")
+        found: list[BatchMetrics] = poll_until(
+            self.batches, done, self.proc, self.log, timeout, "benchmark run"
+        )
+        return found
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM."""

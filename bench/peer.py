@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import VOCABULARY, WORDS_PER_LINE, AppRun, median
+from bench.harness import VOCABULARY, WORDS_PER_LINE, AppRun, median, poll_until
 from streaming_app.metrics_report import BatchMetrics
 from streaming_app.produce import generated_lines
 
@@ -183,16 +183,10 @@ class StructuredRun:
         self, done: Callable[[list[dict[str, Any]]], bool], timeout: float
     ) -> list[dict[str, Any]]:
         """Poll the progress until done(events) holds; raise with the log tail if not."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            events = self.events()
-            if done(events):
-                return events
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        tail = self.log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"structured run did not get there in {timeout} s:\n{tail}")
+        found: list[dict[str, Any]] = poll_until(
+            self.events, done, self.proc, self.log, timeout, "structured run"
+        )
+        return found
 
     def stop(self) -> None:
         """SIGTERM (stops the query and Spark), then SIGKILL of the session if it hangs."""
