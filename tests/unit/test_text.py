@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import random
+import string
+from collections import Counter
+
 import pytest
 
 from streaming_app.text import (
+    CHUNK_LINES,
     DEFAULT_TOKEN_PATTERN,
     _compiled,
     add_counts,
@@ -109,14 +114,40 @@ def test_update_count_accepts_any_iterable() -> None:
     assert update_count(iter([1, 1, 1]), 2) == 5
 
 
-def test_ascii_lines_tokenize_as_matching_then_lower_casing() -> None:
-    # ASCII lines take a shortcut (lower-case the line, then match): same words.
-    import random
-    import string
+def _reference_words(line: str, lowercase: bool = True) -> list[str]:
+    """The slow path for ASCII: match the default pattern, then lower-case each word."""
+    words = _compiled(DEFAULT_TOKEN_PATTERN).findall(line)
+    return [word.lower() for word in words] if lowercase else words
 
-    rng = random.Random(3)
-    alphabet = string.ascii_letters + string.digits + " '_-.,\t"
-    pattern = _compiled(DEFAULT_TOKEN_PATTERN)
-    for _ in range(2000):
-        line = "".join(rng.choices(alphabet, k=rng.randint(0, 40)))
-        assert tokenize(line) == [word.lower() for word in pattern.findall(line)]
+
+def _random_lines(seed: int, count: int, alphabet: str) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_ascii_lines_tokenize_as_matching_then_lower_casing(lowercase: bool) -> None:
+    # ASCII lines take a shortcut (translate separators to spaces and split, or match
+    # the lower-cased line when it has an apostrophe): the same words.
+    for line in _random_lines(3, 2000, string.printable + "''"):
+        assert tokenize(line, lowercase=lowercase) == _reference_words(line, lowercase)
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "",  # every chunk takes the whole-chunk shortcut
+        "'",  # some chunks have an apostrophe: line by line
+        "éß’İ\ufffd",  # some chunks are not ASCII: line by line
+    ],
+)
+def test_count_words_in_chunks_counts_as_line_by_line(lowercase: bool, extra: str) -> None:
+    alphabet = string.printable + "aeiou" * 5 + extra
+    lines = _random_lines(7, 5 * CHUNK_LINES + 17, alphabet)
+    expected: Counter[str] = Counter()
+    for line in lines:
+        expected.update(tokenize(line, DEFAULT_TOKEN_PATTERN, lowercase))
+    assert dict(count_words(iter(lines), lowercase=lowercase)) == dict(expected)
+    # A word never spans two lines of a chunk, whatever ends them.
+    assert dict(count_words(["ab", "cd"] * CHUNK_LINES)) == {"ab": CHUNK_LINES, "cd": CHUNK_LINES}
