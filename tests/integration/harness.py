@@ -77,6 +77,10 @@ def group_gone(pgid: int, timeout: float = 30) -> bool:
     return False
 
 
+# A progress line's scheduling delay (streaming_app.metrics.progress_line).
+SCHEDULING_DELAY = re.compile(r"\bscheduling_delay=(\d+\.\d+)s")
+
+
 class App:
     """One `streaming-app run` (or COMMAND) process in its own session (kill -9 takes its JVM)."""
 
@@ -113,6 +117,24 @@ class App:
                 )
             time.sleep(0.2)
         raise AssertionError(f"no {pattern!r} within {timeout} s:\n" + self.log()[-4000:])
+
+    def wait_caught_up(self, timeout: float = 180, batches: int = 3) -> None:
+        """Wait until the last `batches` progress lines each show a scheduling delay under 1 s.
+
+        A recovered app replays every interval since its last checkpoint; a graceful stop
+        finishes them all, so tests that stop it gracefully let it catch up first. (One
+        line is not enough: the first replayed batch starts with no delay.)
+        """
+
+        def caught_up(log: str) -> bool:
+            delays = [float(d) for d in SCHEDULING_DELAY.findall(log)]
+            return len(delays) >= batches and max(delays[-batches:]) < 1
+
+        deadline = time.monotonic() + timeout
+        while not caught_up(self.log()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("the app did not catch up:\n" + self.log()[-4000:])
+            time.sleep(0.5)
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM (the whole session) at once, then reap them."""

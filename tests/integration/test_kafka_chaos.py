@@ -223,6 +223,9 @@ def chaos(
     wait_for_totals(dirs["output"], expected, app, timeout=240)
     time.sleep(5)  # more batches: a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
+    # The last recovery replayed every interval since its checkpoint, and a graceful stop
+    # finishes every batch generated: let the app catch up first (as test_stop does).
+    app.wait_caught_up()
     assert app.terminate() == 0
     reader.stop()
     assert read_pg_totals(dsn, table) == expected

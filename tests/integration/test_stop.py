@@ -93,7 +93,7 @@ def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
     wait_for_totals(dirs["output"], truth(texts), app)
     # Recovery replays every interval since the last checkpoint (the stuck batch's 30 s
     # and more); a graceful stop finishes them all, so let it catch up first.
-    app.wait_for_log(r"scheduling_delay=0\.\d+s", timeout=120)
+    app.wait_caught_up(timeout=120)
     assert app.terminate() == 0
     assert "stopping hard" not in app.log()
     assert read_pg_totals(pg_dsn, pg_table) == truth(texts)
