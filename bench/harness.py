@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,28 @@ def distinct_words(lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> i
     return len(
         {word for _, line in zip(range(lines), corpus, strict=False) for word in line.split()}
     )
+
+
+def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
+    """One plain kafka-python consumer counting with Counter: seconds to read the topic."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    started = time.perf_counter()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        counts: Counter[str] = Counter()
+        read = 0
+        while read < lines:
+            for records in consumer.poll(timeout_ms=1000, max_records=10_000).values():
+                for record in records:
+                    counts.update(record.value.decode("utf-8", "replace").split())
+                read += len(records)
+    finally:
+        consumer.close()
+    return time.perf_counter() - started
 
 
 def median(values: list[float]) -> float:

@@ -6,25 +6,38 @@
   (5000 before) where the range needed one;
 - gc.collect() in a worker that has imported what the tasks run, before and after
   gc.freeze() (what the preloaded worker daemon does once);
-- kafka-python's CRC-32C of a 1 MiB record batch, pure Python and the `crc32c` package.
+- kafka-python's CRC-32C of a 1 MiB record batch, pure Python and the `crc32c` package;
+
+and, for "Where the time goes", what each line costs on the way from the broker to the
+per-partition counts, in one process: the baseline, kafka-python's poll alone, the app's
+reader, and the reader with the counting as 0.2.0 did it and as it is now.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 import subprocess
 import sys
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import VOCABULARY, WORDS_PER_LINE, load_topic, median
+from bench.harness import (
+    PARTITIONS,
+    VOCABULARY,
+    WORDS_PER_LINE,
+    baseline_seconds,
+    load_topic,
+    median,
+)
 from streaming_app.produce import generated_lines
 from streaming_app.text import DEFAULT_TOKEN_PATTERN, _compiled, count_words
 
@@ -117,6 +130,102 @@ def crc(repeats: int) -> dict[str, float]:
 
     data = memoryview(bytes(range(256)) * 4096)
     return side_by_side(lambda: _crc32c.crc(data), lambda: calc_crc32c(data), repeats)
+
+
+def cpu_seconds(stat: Path) -> float:
+    """utime + stime of a process, from its /proc/PID/stat."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_cpu_s(bootstrap: str) -> Callable[[], float]:
+    """CPU seconds used so far by the local broker serving `bootstrap` (NaN if not local)."""
+    port = bootstrap.rsplit(":", 1)[-1]
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if proc.name.isdigit() and "broker" in command and f":{port}" in command:
+            return partial(cpu_seconds, proc / "stat")
+    return lambda: float("nan")
+
+
+def per_line(bootstrap: str, lines: int, repeats: int) -> dict[str, float]:
+    """Microseconds per line of each step's whole path, in this one process, interleaved."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from streaming_app.kafka_client import KafkaConnection
+    from streaming_app.kafka_reader import read_range
+    from streaming_app.offsets import OffsetRange
+
+    topic = load_topic(bootstrap, lines)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    ends = consumer.end_offsets(partitions)
+    consumer.close()
+    ranges = [OffsetRange(topic, tp.partition, 0, ends[tp]) for tp in partitions]
+    connection = KafkaConnection(bootstrap)
+
+    def read() -> Iterator[str]:
+        for offset_range in ranges:
+            yield from read_range(offset_range, connection, 1 << 20, "fail")
+
+    def poll_only() -> None:
+        poller = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        poller.assign(partitions)
+        poller.seek_to_beginning(*partitions)
+        done = 0
+        while done < lines:
+            done += sum(map(len, poller.poll(timeout_ms=1000, max_records=10_000).values()))
+        poller.close()
+
+    def old_count() -> None:
+        counts: Counter[str] = Counter()
+        for line in read():
+            counts.update(old_tokenize(line))
+
+    steps: dict[str, Callable[[], Any]] = {
+        "baseline": lambda: baseline_seconds(bootstrap, topic, lines),
+        "poll": poll_only,
+        "read": lambda: sum(1 for _ in read()),
+        "read_count_old": old_count,
+        "read_count": lambda: dict(count_words(read())),
+    }
+    cpu = broker_cpu_s(bootstrap)
+    times: dict[str, list[float]] = {key: [] for key in steps}
+    broker_s: list[float] = []
+    for _ in range(repeats):
+        for key, action in steps.items():
+            cpu_before, started = cpu(), time.perf_counter()
+            action()
+            times[key].append(time.perf_counter() - started)
+            if key == "poll":
+                broker_s.append(cpu() - cpu_before)
+    found = {key: median(values) * 1e6 / lines for key, values in times.items()}
+    found["broker_cpu"] = median(broker_s) * 1e6 / lines
+    return found
+
+
+def per_line_report(us: dict[str, float], lines: int) -> list[str]:
+    """The markdown table of the per-line costs."""
+    rows = (
+        ("baseline", "the baseline: kafka-python's poll, `split()`, `Counter.update`"),
+        ("poll", "kafka-python's poll alone (a `ConsumerRecord` per line)"),
+        ("read", "the app's reader (`read_range`: the poll, range checks, UTF-8 decoding)"),
+        ("read_count_old", "the reader and the counting as 0.2.0 did it (a regex per line)"),
+        ("read_count", "the reader and `count_words` now (1000 lines at a time)"),
+        ("broker_cpu", "the broker's own CPU while serving the poll (another process)"),
+    )
+    return [
+        f"**Per line, in one process** (`bench/micro.py`: {lines:,} lines of the throughput "
+        "corpus read from the topic once per step, the steps interleaved, medians; "
+        "what one core spends per line on the whole path):",
+        "",
+        "| path | µs per line |",
+        "|---|---|",
+        *[f"| {what} | {us[key]:.1f} |" for key, what in rows],
+    ]
 
 
 def micro(bootstrap: str, lines: int, repeats: int) -> dict[str, dict[str, float]]:

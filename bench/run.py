@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from bench.harness import (
     WORDS_PER_LINE,
     AppRun,
     PeakMemory,
+    baseline_seconds,
     broker,
     distinct_words,
     kafka_args,
@@ -38,7 +39,7 @@ from bench.harness import (
     median,
     write_json,
 )
-from bench.micro import micro, micro_report
+from bench.micro import micro, micro_report, per_line, per_line_report
 from bench.peer import peer, peer_report
 from streaming_app.kafka_client import KafkaConnection
 from streaming_app.metrics_report import BatchMetrics
@@ -46,28 +47,8 @@ from streaming_app.produce import generated_lines, produce
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BATCH_S = 2
-
-
-def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
-    """One plain kafka-python consumer counting with Counter: seconds to read the topic."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    started = time.perf_counter()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        counts: Counter[str] = Counter()
-        read = 0
-        while read < lines:
-            for records in consumer.poll(timeout_ms=1000, max_records=10_000).values():
-                for record in records:
-                    counts.update(record.value.decode("utf-8", "replace").split())
-                read += len(records)
-    finally:
-        consumer.close()
-    return time.perf_counter() - started
+# Lines per batch tried for the sustained rate.
+BATCH_SIZES = (20_000, 80_000, 110_000, 140_000, 170_000, 200_000)
 
 
 def records_by_batch(metrics: Path) -> dict[int, int]:
@@ -160,7 +141,8 @@ OPTIMIZATIONS = (
 
 BASELINE_WITHOUT_C_CRC = (
     "import sys; sys.modules['crc32c'] = None; sys.path.insert(0, {root!r}); "
-    "from bench.run import baseline_seconds; print(baseline_seconds({bs!r}, {topic!r}, {lines}))"
+    "from bench.harness import baseline_seconds; "
+    "print(baseline_seconds({bs!r}, {topic!r}, {lines}))"
 )
 
 
@@ -171,6 +153,50 @@ def baseline_without_c_crc(bootstrap: str, topic: str, lines: int) -> float:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def runner(
+    workdir: Path,
+    name: str,
+    bootstrap: str,
+    topic: str,
+    lines: int,
+    batch_lines: int,
+    *extra: str,
+) -> Callable[[str], dict[str, Any]]:
+    """app_rate with these arguments, as a run of `interleaved` (its name gets a suffix)."""
+    return lambda suffix: app_rate(
+        workdir, f"{name}-{suffix}", bootstrap, topic, lines, batch_lines, *extra
+    )
+
+
+def interleaved(
+    rounds: int, measure: dict[Any, Callable[[str], dict[str, Any]]]
+) -> dict[Any, dict[str, Any]]:
+    """Every measurement `rounds` times, round after round (so that drift hits all alike).
+
+    measure: key -> a run, given a name suffix; per key: the median of every figure over
+    the runs, `runs` (how many) and `runs_processing_s` (each run's processing time).
+    """
+    found: dict[Any, list[dict[str, Any]]] = {key: [] for key in measure}
+    for number in range(1, rounds + 1):
+        for key, run in measure.items():
+            found[key].append(run(f"r{number}"))
+    merged = {}
+    for key, runs in found.items():
+        figures: dict[str, Any] = {}
+        for field, value in runs[0].items():
+            values = [r[field] for r in runs]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                figures[field] = value
+            else:
+                middle = median(values)
+                figures[field] = round(middle) if isinstance(value, int) else round(middle, 3)
+        figures["runs"] = len(runs)
+        figures["runs_processing_s"] = [r["processing_s"] for r in runs]
+        figures["runs_kept_up"] = sum(keeps_up(r) for r in runs)
+        merged[key] = figures
+    return merged
 
 
 # Batches per run when looking for the sustained rate (the first two and the last are
@@ -194,6 +220,7 @@ def throughput(
     runs: int,
     variants: Any,
     sizes: tuple[int, ...],
+    rounds: int,
 ) -> Any:
     """Words/s the app sustains, and per optimization, vs the baseline, on one topic.
 
@@ -206,22 +233,21 @@ def throughput(
     baseline = [baseline_seconds(bootstrap, topic, lines) for _ in range(runs)]
     slow_crc = [baseline_without_c_crc(bootstrap, topic, lines) for _ in range(runs)]
     base_words = lines * WORDS_PER_LINE / median(baseline)
-    rows = []
-    for index, (label, extra) in enumerate(variants):
-        figures = app_rate(
-            workdir, f"throughput-{index}", bootstrap, topic, lines, batch_lines,
-            "--checkpoint-interval", "20", *extra,
-        )  # fmt: skip
-        rows.append({"variant": label, **figures})
+    by_variant = interleaved(rounds, {
+        index: runner(workdir, f"throughput-{index}", bootstrap, topic, lines, batch_lines,
+                      "--checkpoint-interval", "20", *extra)
+        for index, (_, extra) in enumerate(variants)
+    })  # fmt: skip
+    rows = [{"variant": label, **by_variant[i]} for i, (label, _) in enumerate(variants)]
     for row in rows:
         row["ratio"] = round(row["words_per_s"] / base_words, 2)
-    tried = []
-    for size in sizes:
-        figures = app_rate(
-            workdir, f"sustained-{size}", bootstrap, topic, size * SUSTAINED_RUN_BATCHES,
-            size, "--checkpoint-interval", "20",
-        )  # fmt: skip
-        tried.append({**figures, "keeps_up": keeps_up(figures)})
+    by_size = interleaved(rounds, {
+        size: runner(workdir, f"sustained-{size}", bootstrap, topic,
+                     size * SUSTAINED_RUN_BATCHES, size, "--checkpoint-interval", "20")
+        for size in sizes
+    })  # fmt: skip
+    # A batch size keeps up when it kept up in most of its runs.
+    tried = [{**f, "keeps_up": 2 * f["runs_kept_up"] > f["runs"]} for f in by_size.values()]
     kept = [t for t in tried if t["keeps_up"]]
     best = max(kept, key=lambda t: t["batch_lines"]) if kept else None
     sustained = best["batch_lines"] * WORDS_PER_LINE / BATCH_S if best else 0
@@ -244,21 +270,28 @@ CHECKPOINT_BATCHES = (1, 5, 10, 1000)
 
 
 def checkpoint_cost(
-    workdir: Path, bootstrap: str, lines: int, batch_lines: int, intervals: tuple[int, ...]
+    workdir: Path,
+    bootstrap: str,
+    lines: int,
+    batch_lines: int,
+    intervals: tuple[int, ...],
+    rounds: int,
 ) -> Any:
     """Throughput at checkpoint intervals of 1, 5 and 10 batches against (nearly) never.
 
     Only one batch in N pays for a checkpoint, so this compares the mean over the steady
-    batches (their words over their processing time), not the median.
+    batches (their words over their processing time), not the median; per interval, the
+    median of that mean over `rounds` interleaved runs.
     """
     topic = load_topic(bootstrap, lines, seed=3)
-    found = {}
-    for batches in intervals:
-        found[batches] = app_rate(
+    found = interleaved(rounds, {
+        batches: runner(
             workdir, f"checkpoint-{batches}", bootstrap, topic, lines, batch_lines,
             "--checkpoint-interval", str(batches * BATCH_S),
             "--snapshot-keep", "0",  # snapshots follow the checkpoint interval: not measured here
-        )  # fmt: skip
+        )
+        for batches in intervals
+    })  # fmt: skip
     best = found[intervals[-1]]["mean_words_per_s"]
     return {
         str(batches): {
@@ -360,6 +393,11 @@ def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
     }
 
 
+def runs_of(figures: dict[str, Any]) -> str:
+    """Each run's median processing time, for a table cell."""
+    return ", ".join(f"{s} s" for s in figures["runs_processing_s"])
+
+
 def report(results: dict[str, Any]) -> str:
     """The results section of docs/benchmarks.md."""
     t, r, m = results["throughput"], results["recovery"], results["machine"]
@@ -381,48 +419,56 @@ def report(results: dict[str, Any]) -> str:
             f"tried that keeps up: {t['sustained_batch_lines']:,} lines every 2 s (below) |",
             f"| **ratio app / baseline** | **{t['ratio']}** | |",
             "",
-            "Batch sizes tried (one run each, the app as it ships; it keeps up when the median "
-            "processing time is within the 2 s interval and the scheduling delay does not "
-            "grow from the first steady batch to the last):",
+            f"Batch sizes tried ({t['tried'][0]['runs']} runs each, interleaved, the app as "
+            "it ships; a run keeps up when its median processing time is within the 2 s "
+            "interval and the scheduling delay does not grow from its first steady batch to "
+            "its last; a size keeps up when most of its runs do; figures are medians over the "
+            "runs):",
             "",
-            "| lines per batch | processing of a batch | words/s of processing | "
-            "scheduling delay, first → last steady batch | keeps up |",
-            "|---|---|---|---|---|",
+            "| lines per batch | processing of a batch | each run | words/s of processing | "
+            "scheduling delay, first → last steady batch | runs that kept up | keeps up |",
+            "|---|---|---|---|---|---|---|",
             *[
-                f"| {x['batch_lines']:,} | {x['processing_s']} s | {x['words_per_s']:,} | "
+                f"| {x['batch_lines']:,} | {x['processing_s']} s | {runs_of(x)} | "
+                f"{x['words_per_s']:,} | "
                 f"{x['first_scheduling_delay_s']} s → {x['last_scheduling_delay_s']} s | "
-                f"{'yes' if x['keeps_up'] else 'no'} |"
+                f"{x['runs_kept_up']} of {x['runs']} | {'yes' if x['keeps_up'] else 'no'} |"
                 for x in t["tried"]
             ],
             "",
             "**Optimizations, before and after** (the same topic, batches of "
-            f"{t['variants'][-1]['batch_lines']:,} lines, one run each, side by side; each row "
-            "keeps the changes above it; both sides use kafka-python's C CRC-32C, see the last "
-            "row):",
+            f"{t['variants'][-1]['batch_lines']:,} lines, {t['variants'][-1]['runs']} runs of "
+            "each, interleaved, medians; each row keeps the changes above it; both sides use "
+            "kafka-python's C CRC-32C, see the last row):",
             "",
-            "| | processing of a batch | words/s of processing | ratio to the baseline |",
-            "|---|---|---|---|",
+            "| | processing of a batch | each run | words/s of processing | ratio to the "
+            "baseline |",
+            "|---|---|---|---|---|",
             *[
-                f"| {v['variant']} | {v['processing_s']} s | {v['words_per_s']:,} | {v['ratio']} |"
+                f"| {v['variant']} | {v['processing_s']} s | {runs_of(v)} | "
+                f"{v['words_per_s']:,} | {v['ratio']} |"
                 for v in t["variants"]
             ],
             f"| the baseline itself, with kafka-python's pure-Python CRC-32C (no `crc32c` "
-            f"package) | {t['baseline_python_crc_s']} s for the topic | "
+            f"package) | {t['baseline_python_crc_s']} s for the topic | | "
             f"{t['baseline_python_crc_words_per_s']:,} | |",
             "",
             *micro_report(results["micro"], results["micro_lines"]),
             "",
+            *per_line_report(results["per_line"], results["per_line_lines"]),
+            "",
             f"**Checkpoint cost** (the same kind of run over {results['checkpoint_lines']:,} "
             "lines, each with its own checkpoint directory; snapshots off; means over the "
-            "steady batches, since only one batch in N checkpoints; loss against an interval "
-            "of 1000 batches, which no run reaches):",
+            "steady batches, since only one batch in N checkpoints; each the median of "
+            f"{next(iter(results['checkpoint_cost'].values()))['runs']} runs, interleaved; "
+            "loss against an interval of 1000 batches, which no run reaches):",
             "",
             "| checkpoint interval | words/s of processing (mean) | processing of a batch "
-            "(mean) | loss |",
-            "|---|---|---|---|",
+            "(mean) | each run (median processing) | loss |",
+            "|---|---|---|---|---|",
             *[
                 f"| {n} batch{'es' if n != '1' else ''} | {c['mean_words_per_s']:,} | "
-                f"{c['mean_processing_s']} s | {c['loss_pct']}% |"
+                f"{c['mean_processing_s']} s | {runs_of(c)} | {c['loss_pct']}% |"
                 for n, c in results["checkpoint_cost"].items()
             ],
             "",
@@ -490,11 +536,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     sizes = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500, keys=2_000,
-                 key_lines=1_000, files=1, file_lines=500, rounds=2)  # fmt: skip
+                 key_lines=1_000, files=1, file_lines=500, rounds=2, app_runs=1,
+                 checkpoint_runs=1)  # fmt: skip
     if not options.smoke:
         sizes = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
                      keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000,
-                     rounds=6)  # fmt: skip
+                     rounds=6, app_runs=3, checkpoint_runs=2)  # fmt: skip
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     command = "python bench/run.py" + (" --smoke" if options.smoke else "")
@@ -508,12 +555,12 @@ def main() -> None:
             "throughput": throughput(
                 workdir, bootstrap, lines, batch_lines, sizes["runs"],
                 OPTIMIZATIONS[-1:] if options.smoke else OPTIMIZATIONS,
-                (400, 800) if options.smoke else (20_000, 50_000, 80_000, 110_000, 140_000),
+                (400, 800) if options.smoke else BATCH_SIZES, sizes["app_runs"],
             ),
             "checkpoint_lines": 2 * lines,
             "checkpoint_cost": checkpoint_cost(
                 workdir, bootstrap, 2 * lines, batch_lines,
-                (1,) if options.smoke else CHECKPOINT_BATCHES,
+                (1,) if options.smoke else CHECKPOINT_BATCHES, sizes["checkpoint_runs"],
             ),
             "state_growth": state_growth(
                 workdir, bootstrap, lines, batch_lines,
@@ -526,6 +573,8 @@ def main() -> None:
             "peer": peer(workdir, sizes["files"], sizes["file_lines"], sizes["rounds"]),
             "micro": micro(bootstrap, batch_lines, 3 if options.smoke else 9),
             "micro_lines": batch_lines,
+            "per_line": per_line(bootstrap, lines // 2, 3),
+            "per_line_lines": lines // 2,
             "recovery": recovery(workdir, bootstrap, sizes["kills"], sizes["backlog"]),
         }  # fmt: skip
     write_json(workdir / "results.json", results)

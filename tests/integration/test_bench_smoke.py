@@ -43,6 +43,11 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         # Every process of the app was found and measured.
         assert min(variant[k] for k in ("driver_mib", "jvm_mib", "largest_worker_mib")) > 0
         assert variant["workers_together_mib"] > 0
+    per_line = figures["per_line"]
+    steps = ("baseline", "poll", "read", "read_count_old", "read_count")
+    assert min(per_line[step] for step in steps) > 0
+    assert per_line["broker_cpu"] >= 0  # the smoke's tansu is local: its CPU is found
+    assert all(t["runs"] == 1 and len(t["runs_processing_s"]) == 1 for t in tried)
     peer = figures["peer"]
     assert peer["streaming_app"]["median_words_per_s"] > 0
     assert peer["structured"]["median_words_per_s"] > 0 and peer["ratio"] > 0
@@ -51,5 +56,6 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "| **ratio streaming_app / Structured** |",
         "| + state in 64 buckets (the defaults now) |",
         "Python workers together",
+        "**Per line, in one process**",
     ):
         assert row in result.stdout, row  # fmt: skip
