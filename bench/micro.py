@@ -211,8 +211,16 @@ def per_line_report(us: dict[str, float], lines: int) -> list[str]:
     """The markdown table of the per-line costs."""
     rows = (
         ("baseline", "the baseline: kafka-python's poll, `split()`, `Counter.update`"),
-        ("poll", "kafka-python's poll alone (a `ConsumerRecord` per line)"),
-        ("read", "the app's reader (`read_range`: the poll, range checks, UTF-8 decoding)"),
+        (
+            "poll",
+            "kafka-python's poll alone, one consumer over both partitions as the baseline "
+            "reads (a `ConsumerRecord` per line)",
+        ),
+        (
+            "read",
+            "the app's reader (`read_range`, one consumer per partition as the executors "
+            "read: the poll, range checks, UTF-8 decoding)",
+        ),
         ("read_count_old", "the reader and the counting as 0.2.0 did it (a regex per line)"),
         ("read_count", "the reader and `count_words` now (1000 lines at a time)"),
         ("broker_cpu", "the broker's own CPU while serving the poll (another process)"),

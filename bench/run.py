@@ -155,19 +155,9 @@ def baseline_without_c_crc(bootstrap: str, topic: str, lines: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def runner(
-    workdir: Path,
-    name: str,
-    bootstrap: str,
-    topic: str,
-    lines: int,
-    batch_lines: int,
-    *extra: str,
-) -> Callable[[str], dict[str, Any]]:
-    """app_rate with these arguments, as a run of `interleaved` (its name gets a suffix)."""
-    return lambda suffix: app_rate(
-        workdir, f"{name}-{suffix}", bootstrap, topic, lines, batch_lines, *extra
-    )
+def runner(workdir: Path, name: str, *args: Any) -> Callable[[str], dict[str, Any]]:
+    """app_rate(workdir, name, *args) as a run of `interleaved` (its name gets a suffix)."""
+    return lambda suffix: app_rate(workdir, f"{name}-{suffix}", *args)
 
 
 def interleaved(
@@ -402,7 +392,9 @@ def report(results: dict[str, Any]) -> str:
     """The results section of docs/benchmarks.md."""
     t, r, m = results["throughput"], results["recovery"], results["machine"]
     k, growth = results["state_of_keys"], results["state_growth"]
-    layouts = list(next(iter(growth.values()))["layouts"])
+    # In LAYOUTS' order (before, then now) also when read back from results.json.
+    measured = next(iter(growth.values()))["layouts"]
+    layouts = [label for label, _ in LAYOUTS if label in measured]
     return "\n".join(
         [
             f"Measured {results['date']} with `{results['command']}` on {m['cpu']}; Python "
@@ -573,7 +565,7 @@ def main() -> None:
             "peer": peer(workdir, sizes["files"], sizes["file_lines"], sizes["rounds"]),
             "micro": micro(bootstrap, batch_lines, 3 if options.smoke else 9),
             "micro_lines": batch_lines,
-            "per_line": per_line(bootstrap, lines // 2, 3),
+            "per_line": per_line(bootstrap, lines // 2, 3 if options.smoke else 7),
             "per_line_lines": lines // 2,
             "recovery": recovery(workdir, bootstrap, sizes["kills"], sizes["backlog"]),
         }  # fmt: skip
