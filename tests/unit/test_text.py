@@ -143,7 +143,7 @@ def test_ascii_lines_tokenize_as_matching_then_lower_casing(lowercase: bool) -> 
     ],
 )
 def test_count_words_in_chunks_counts_as_line_by_line(lowercase: bool, extra: str) -> None:
-    alphabet = string.printable + "aeiou" * 5 + extra
+    alphabet = string.printable.replace("'", "") + "aeiou" * 5 + extra
     lines = _random_lines(7, 5 * CHUNK_LINES + 17, alphabet)
     expected: Counter[str] = Counter()
     for line in lines:
