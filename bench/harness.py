@@ -140,18 +140,28 @@ class AppRun:
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        kill_session(self.proc)
 
     def stop(self) -> None:
         """SIGTERM (graceful stop), then SIGKILL if it takes too long."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.kill9()
+        stop_session(self.proc, timeout=120)
+
+
+def kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process started in its own session, with everything in it, and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def stop_session(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process, then kill_session if it has not ended within `timeout`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(proc)
 
 
 def kafka_args(workdir: Path, bootstrap: str, topic: str, *extra: str) -> list[str]:

@@ -28,7 +28,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import VOCABULARY, WORDS_PER_LINE, AppRun, median, poll_until
+from bench.harness import (
+    VOCABULARY,
+    WORDS_PER_LINE,
+    AppRun,
+    median,
+    poll_until,
+    stop_session,
+)
 from streaming_app.metrics_report import BatchMetrics
 from streaming_app.produce import generated_lines
 
@@ -190,14 +197,7 @@ class StructuredRun:
 
     def stop(self) -> None:
         """SIGTERM (stops the query and Spark), then SIGKILL of the session if it hangs."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_session(self.proc, timeout=60)
         reap_group(self.proc.pid)
 
 
