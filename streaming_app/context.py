@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.config import AppConfig, spark_seconds
 from streaming_app.hadoop_fs import HadoopFs
-from streaming_app.jobs import csv_spec, pre_aggregated, update_function, values_only
+from streaming_app.jobs import (
+    csv_spec,
+    per_partition,
+    reduce_functions,
+    update_function,
+    values_only,
+)
 from streaming_app.metadata import CheckpointMetadata, write_metadata
 from streaming_app.restore import Seed, seed_state, seeded_config
 from streaming_app.sinks import attach_sinks
 from streaming_app.snapshot_sink import SnapshotSettings, write_snapshot
 from streaming_app.sources import build_source
-from streaming_app.state import keep_totals
+from streaming_app.state import batch_buckets, batch_items, keep_totals
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +52,25 @@ def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
     sc._conf.set(DAEMON_MODULE, "streaming_app.worker_daemon" if local else "pyspark.daemon")
 
 
-def batch_counts(lines: DStream[str], config: AppConfig) -> DStream[tuple[str, Any]]:
-    """Each batch's value per key: word counts, or the keyed-sum job's exact sums."""
-    pairs = pre_aggregated(lines, config)
+def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tuple[Any, Any]:
+    """Each batch's value per key (word counts, or the keyed-sum job's exact sums), and
+    with state buckets the same values as batch_buckets (what the state is updated with).
+    """
+    reduce = reduce_functions(config)[0]
+    if config.state_buckets:
+        pairs = per_partition(lines, config)
+        batch = batch_buckets(pairs, config.state_buckets, reduce, partitions)
+        pairs = batch.flatMap(batch_items)
+    else:
+        batch = None
+        pairs = per_partition(lines, config).reduceByKey(reduce, partitions)
     if config.job == "keyed-sum":
         from streaming_app.keyed import report_bad_rows
 
         spec = csv_spec(config)
-        # Bad rows travel as one (None, BadRows) pair; this job reuses the shuffle above.
+        # Bad rows travel as one (None, BadRows) pair, which values_only drops.
         pairs.foreachRDD(lambda t, rdd: report_bad_rows(t, rdd, spec))
-    return cast("DStream[tuple[str, Any]]", values_only(pairs, config))
+    return values_only(pairs, config), batch
 
 
 def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingContext:
@@ -102,8 +117,12 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
 
     initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
     lines = build_source(ssc, config, seeded_files)
-    counts = batch_counts(lines, config)
-    state, totals = keep_totals(counts, update_function(config), config.state_buckets, initial)
+    # As many partitions as updateStateByKey and reduceByKey would take by default.
+    partitions = sc.defaultParallelism
+    counts, batch = batch_counts(lines, config, partitions)
+    state, totals = keep_totals(
+        counts, batch, update_function(config), config.state_buckets, partitions, initial
+    )
     state.checkpoint(spark_seconds(config.checkpoint_ms))
     attach_sinks(totals, counts, config, metadata.app_id)
     if config.window is not None:

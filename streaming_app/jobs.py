@@ -31,15 +31,22 @@ def csv_spec(config: AppConfig) -> CsvSpec:
     return spec
 
 
-def pre_aggregated(lines: Any, config: AppConfig) -> Any:
-    """(key, value) pairs of a DStream or RDD of lines, reduced per key.
+def per_partition(lines: Any, config: AppConfig) -> Any:
+    """(key, value) pairs of each partition of a DStream or RDD of lines, not yet reduced.
 
-    The keyed-sum job adds one (None, BadRows) pair; values_only drops it.
+    Each partition has one pair per key; the keyed-sum job adds one (None, BadRows) pair
+    per partition with bad rows, which values_only drops.
     """
     if config.job == "keyed-sum":
-        return lines.mapPartitions(partial(parse_sums, spec=csv_spec(config))).reduceByKey(add_sums)
-    counted = partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
-    return lines.mapPartitions(counted).reduceByKey(add_counts)
+        return lines.mapPartitions(partial(parse_sums, spec=csv_spec(config)))
+    return lines.mapPartitions(
+        partial(count_words, pattern=config.token_pattern, lowercase=config.lowercase)
+    )
+
+
+def pre_aggregated(lines: Any, config: AppConfig) -> Any:
+    """(key, value) pairs of a DStream or RDD of lines, reduced per key."""
+    return per_partition(lines, config).reduceByKey(reduce_functions(config)[0])
 
 
 def values_only(pairs: Any, config: AppConfig) -> Any:

@@ -7,10 +7,21 @@ import zlib
 from collections import Counter
 from decimal import Decimal
 from functools import partial
+from typing import Any
 
-from streaming_app.keyed import update_sum
-from streaming_app.state import bucket_items, bucket_of, by_bucket, merge_bucket, merge_buckets
-from streaming_app.text import update_count
+from streaming_app.keyed import BadRows, add_sums, update_sum
+from streaming_app.state import (
+    NO_BUCKET,
+    batch_items,
+    bucket_items,
+    bucket_of,
+    by_bucket,
+    merge_bucket,
+    merge_buckets,
+    merge_parts,
+    merge_states,
+)
+from streaming_app.text import add_counts, update_count
 
 
 def test_bucket_of_is_stable_and_in_range() -> None:
@@ -88,3 +99,55 @@ def test_merge_buckets_joins_the_parts_of_an_initial_bucket() -> None:
     assert merge_buckets({"a": 1}, {"b": 2}) == {"a": 1, "b": 2}
     update = partial(merge_bucket, update=update_count)
     assert update([{"a": 1}], None) == {"a": 1}
+
+
+def _shuffled(records: list[tuple[int, Any]], partitions: int) -> list[list[tuple[int, Any]]]:
+    """Records partitioned by key as partitionBy(partitions) does (ints hash to themselves)."""
+    out: list[list[tuple[int, Any]]] = [[] for _ in range(partitions)]
+    for record in records:
+        out[hash(record[0]) % partitions].append(record)
+    return out
+
+
+def test_a_batch_through_one_shuffle_gives_the_per_key_totals_over_many_batches() -> None:
+    # batch_buckets then next_state, without Spark: each partition's counts by bucket,
+    # the bucket dicts shuffled and merged, then each state partition merged with the
+    # batch's partition of the same number.
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(400)]
+    batches = [[Counter(rng.choices(words, k=150)) for _ in range(3)] for _ in range(10)]
+    buckets, partitions = 16, 2
+    state: list[list[tuple[int, Any]]] = [[] for _ in range(partitions)]
+    for parts in batches:
+        bucketed = [r for part in parts for r in by_bucket(part.items(), buckets)]
+        batch = [list(merge_parts(p, add_counts)) for p in _shuffled(bucketed, partitions)]
+        flat = Counter(dict(pair for part in batch for r in part for pair in batch_items(r)))
+        assert flat == sum(parts, Counter())  # the batch's own counts, for the other sinks
+        assert all(len({b for b, _ in part}) == len(part) for part in batch)  # once per bucket
+        state = [list(merge_states(s + b, update_count)) for s, b in zip(state, batch, strict=True)]
+    totals = {k: v for part in state for record in part for k, v in bucket_items(record)}
+    assert totals == _per_key([sum(parts, Counter()) for parts in batches])
+    assert all(hash(b) % partitions == i for i, part in enumerate(state) for b, _ in part)
+
+
+def test_merge_states_tells_the_batch_from_the_state_whatever_the_order() -> None:
+    for state_first in (True, False):
+        # Fresh dicts each time: merge_states updates what it was given, as in a task.
+        state, batch = (3, {"a": 5}), (3, ({"a": 1, "b": 2},))
+        records = [state, batch] if state_first else [batch, state]
+        assert list(merge_states(records, update_count)) == [(3, {"a": 6, "b": 2})]
+    # A bucket only in the batch starts through the update function, like a new key.
+    assert list(merge_states([(4, ({"c": 3},))], update_count)) == [(4, {"c": 3})]
+    assert list(merge_states([(5, {"d": 1})], update_count)) == [(5, {"d": 1})]
+
+
+def test_the_keyed_sum_bad_rows_are_merged_in_the_batch_and_kept_out_of_the_state() -> None:
+    bad = BadRows(columns=1, samples=("x",))
+    parts = [[("c1", Decimal("1.5")), (None, bad)], [("c1", Decimal("2")), (None, bad)]]
+    bucketed = [r for part in parts for r in by_bucket(part, 8)]
+    assert sum(1 for b, _ in bucketed if b == NO_BUCKET) == 2
+    batch = list(merge_parts(bucketed, add_sums))
+    pairs = dict(pair for record in batch for pair in batch_items(record))
+    assert pairs == {"c1": Decimal("3.5"), None: BadRows(columns=2, samples=("x", "x"))}
+    state = list(merge_states(batch, update_sum))
+    assert state == [(bucket_of("c1", 8), {"c1": Decimal("3.5")})]

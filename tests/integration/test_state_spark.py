@@ -1,0 +1,103 @@
+"""The bucketed state on real Spark (local mode, in this process): batch_buckets' RDDs
+merged into the state by next_state without moving the state, and a state partitioned
+by another driver process (a checkpoint) partitioned anew, with exact totals either way.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import pytest
+
+from streaming_app.state import (
+    batch_items,
+    bucket_items,
+    by_bucket,
+    merge_parts,
+    next_state,
+)
+from streaming_app.text import add_counts, count_words, update_count
+
+PARTITIONS = 2
+BUCKETS = 16
+
+
+@pytest.fixture(scope="module")
+def sc() -> Iterator[Any]:
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf().setMaster(f"local[{PARTITIONS}]").setAppName("test-state")
+    conf.set("spark.ui.enabled", "false").set("spark.driver.host", "127.0.0.1")
+    context = SparkContext.getOrCreate(conf)
+    context.setLogLevel("ERROR")
+    yield context
+    context.stop()
+
+
+def _batch(sc: Any, lines: list[str]) -> Any:
+    """What batch_buckets makes of one batch's lines, on an RDD."""
+    counted = sc.parallelize(lines, 3).mapPartitions(count_words)
+    bucketed = counted.mapPartitions(partial(by_bucket, buckets=BUCKETS))
+    return bucketed.partitionBy(PARTITIONS).mapPartitions(
+        partial(merge_parts, reduce=add_counts), preservesPartitioning=True
+    )
+
+
+def _lines(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.choices([f"w{i}" for i in range(300)], k=5)) for _ in range(n)]
+
+
+def _shuffles(rdd: Any) -> int:
+    """ShuffledRDDs in an RDD's lineage (its debug string)."""
+    return str(rdd.toDebugString().decode()).count("ShuffledRDD")
+
+
+def _step(state: Any, batch: Any) -> Any:
+    return next_state(datetime.now(), state, batch, PARTITIONS, update_count).cache()
+
+
+def test_the_state_stays_where_it_is_and_the_totals_are_exact(sc: Any) -> None:
+    rng = random.Random(3)
+    batches = [_lines(rng, 200) for _ in range(4)]
+    state = None
+    for lines in batches:
+        batch = _batch(sc, lines)
+        assert dict(batch.flatMap(batch_items).collect()) == Counter(
+            w for line in lines for w in line.split()
+        )
+        if state is not None:
+            # Partition-aware: the union keeps 2 partitions, and the new state's lineage
+            # adds only the batch's own shuffle to the state's.
+            assert state.union(batch).getNumPartitions() == PARTITIONS
+            before = _shuffles(state)
+            state = _step(state, batch)
+            assert _shuffles(state) == before + 1
+        else:
+            state = _step(state, batch)
+        state.count()
+    totals = dict(state.flatMap(bucket_items).collect())
+    assert totals == Counter(w for lines in batches for line in lines for w in line.split())
+
+
+def test_a_state_partitioned_by_another_process_is_partitioned_anew(sc: Any) -> None:
+    rng = random.Random(5)
+    first, second = _lines(rng, 300), _lines(rng, 300)
+    # A state as a checkpoint gives it back: partitioned by a partitioner Spark cannot
+    # tell is the same (another process's function id).
+    old = dict(_batch(sc, first).map(lambda r: (r[0], r[1][0])).collect())
+    state = sc.parallelize(list(old.items()), PARTITIONS).partitionBy(
+        PARTITIONS, partitionFunc=lambda bucket: bucket
+    )
+    batch = _batch(sc, second)
+    assert state.union(batch).getNumPartitions() == 2 * PARTITIONS
+    after = _step(state, batch)
+    assert after.getNumPartitions() == PARTITIONS
+    totals = dict(after.flatMap(bucket_items).collect())
+    assert totals == Counter(w for line in first + second for w in line.split())
+    # The next batch finds it partitioned as its own: no more reshuffling.
+    assert after.union(_batch(sc, second)).getNumPartitions() == PARTITIONS
