@@ -110,18 +110,23 @@ class AppRun:
     started: float  # time.time() at spawn
 
     @classmethod
-    def start(cls, workdir: Path, name: str, args: list[str]) -> AppRun:
-        """Spawn the app with its metrics file in workdir."""
+    def start(cls, workdir: Path, name: str, args: list[str], code: Path | None = None) -> AppRun:
+        """Spawn the app with its metrics file in workdir.
+
+        code: another copy of the repository to run the app from (bench/compare.py).
+        """
         metrics = workdir / f"{name}.metrics.jsonl"
         log = workdir / f"{name}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
         env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        if code is not None:
+            env["PYTHONPATH"] = str(code)
         with open(log, "ab") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "streaming_app", "run", *args,
                  "--metrics-file", str(metrics), "--no-progress"],
                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
+                env=env, start_new_session=True, cwd=code,
             )  # fmt: skip
         return cls(proc, metrics, log, time.time())
 

@@ -87,16 +87,17 @@ def app_rate(
     *extra: str,
     skip_lines: int = 0,
     memory: bool = False,
+    code: Path | None = None,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
     Steady: after the first two batches (JVM warm-up), or after the batches that read the
     first `skip_lines` lines, and before the last (partial) batch. With `memory`, the peak
-    resident memory of the app's processes too.
+    resident memory of the app's processes too. `code`: run the app from that copy.
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
-    app = AppRun.start(workdir, name, [*args, *extra])
+    app = AppRun.start(workdir, name, [*args, *extra], code=code)
     peak = PeakMemory(app.proc.pid) if memory else None
     try:
         app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=120 + lines / 50)

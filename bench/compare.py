@@ -1,0 +1,128 @@
+"""A change's before and after: the app at a git revision against this checkout, side by side.
+
+    python bench/compare.py REV [--sizes 20000,140000] [--rounds 3] [--workdir DIR]
+
+Exports REV with `git archive` into the work directory, loads one topic as the
+throughput benchmark does, and runs the app from REV and from this checkout on it, once
+per batch size and side, `--rounds` rounds interleaved (REV, this, REV, this, ...); per
+size, the median processing time of a batch on each side and whether each side keeps up
+(as bench/run.py decides it). The throughput benchmark's baseline (kafka-python and
+`Counter` in one process, median of 5 runs over 200,000 lines) runs on the same topic,
+so each side's sustained rate has its ratio to it. Both sides use this virtualenv's
+packages. Prints Markdown for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
+from bench.run import BATCH_S, SUSTAINED_RUN_BATCHES, app_rate, interleaved
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SIDES = ("before", "after")
+BASELINE_LINES = 200_000
+BASELINE_RUNS = 5
+
+
+def export(rev: str, into: Path) -> Path:
+    """The repository at `rev`, as files (no .git), in `into`/code."""
+    code = into / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"error: git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout, check=True)
+    # The app must come from the export, not from the checkout installed in the venv.
+    where = subprocess.run(
+        [sys.executable, "-c", "import streaming_app; print(streaming_app.__file__)"],
+        cwd=code, env={"PYTHONPATH": str(code)}, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not where.startswith(str(code)):
+        raise SystemExit(f"error: the exported app does not come first on the path ({where})")
+    return code
+
+
+def compare(workdir: Path, rev: str, sizes: list[int], rounds: int) -> dict[str, Any]:
+    """Per batch size both sides' figures (medians over the rounds); the baseline."""
+    code = export(rev, workdir / "rev")
+    with broker(workdir) as bootstrap:
+        topic = load_topic(bootstrap, max(BASELINE_LINES, max(sizes) * SUSTAINED_RUN_BATCHES))
+        baseline = median(
+            [baseline_seconds(bootstrap, topic, BASELINE_LINES) for _ in range(BASELINE_RUNS)]
+        )
+        runs = {
+            (size, side): partial(
+                lambda suffix, size, side: app_rate(
+                    workdir, f"{side}-{size}-{suffix}", bootstrap, topic,
+                    size * SUSTAINED_RUN_BATCHES, size, "--checkpoint-interval", "20",
+                    code=code if side == "before" else None,
+                ),
+                size=size, side=side,
+            )
+            for size in sizes for side in SIDES
+        }  # fmt: skip
+        found = interleaved(rounds, runs)
+    rows = [{"batch_lines": size, **{side: found[size, side] for side in SIDES}} for size in sizes]
+    return {"baseline_words_per_s": BASELINE_LINES * WORDS_PER_LINE / baseline, "rows": rows}
+
+
+def sustained(rows: list[dict[str, Any]], side: str) -> int:
+    """Words/s of the largest batch size that kept up in most of its runs (0: none)."""
+    kept = [r["batch_lines"] for r in rows if 2 * r[side]["runs_kept_up"] > r[side]["runs"]]
+    return max(kept, default=0) * WORDS_PER_LINE // BATCH_S
+
+
+def table(rev: str, found: dict[str, Any]) -> str:
+    """The comparison as Markdown."""
+    rows, base = found["rows"], found["baseline_words_per_s"]
+    lines = [
+        f"| lines per batch | before ({rev}) | each run | after | each run | after / before "
+        "| kept up, before | kept up, after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        before, after = row["before"], row["after"]
+        lines.append(
+            f"| {row['batch_lines']:,} | {before['processing_s']} s "
+            f"| {', '.join(f'{s} s' for s in before['runs_processing_s'])} "
+            f"| {after['processing_s']} s "
+            f"| {', '.join(f'{s} s' for s in after['runs_processing_s'])} "
+            f"| {after['processing_s'] / before['processing_s']:.2f} "
+            f"| {before['runs_kept_up']} of {before['runs']} "
+            f"| {after['runs_kept_up']} of {after['runs']} |"
+        )
+    lines += ["", "| | words/s | ratio to the baseline |", "|---|---|---|"]
+    lines.append(f"| baseline, median of {BASELINE_RUNS} runs | {base:,.0f} | |")
+    for side in SIDES:
+        rate = sustained(rows, side)
+        lines.append(f"| {side}, sustained (of the sizes tried) | {rate:,} | {rate / base:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Compare and print."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("rev", help="the git revision to compare this checkout with")
+    parser.add_argument("--sizes", default="20000,140000", help="lines per batch, commas")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", type=Path)
+    options = parser.parse_args()
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-compare-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    sizes = [int(s) for s in options.sizes.split(",")]
+    print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
+    print(f"\n(logs and metrics in {workdir})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
