@@ -25,7 +25,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
-from bench.run import BATCH_S, SUSTAINED_RUN_BATCHES, app_rate, interleaved
+from bench.run import (
+    BATCH_S,
+    SUSTAINED_RUN_BATCHES,
+    app_rate,
+    interleaved,
+    size_keeps_up,
+    sustained_lines,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,9 +84,9 @@ def compare(workdir: Path, rev: str, sizes: list[int], rounds: int) -> dict[str,
 
 
 def sustained(rows: list[dict[str, Any]], side: str) -> int:
-    """Words/s of the largest batch size that kept up in most of its runs (0: none)."""
-    kept = [r["batch_lines"] for r in rows if 2 * r[side]["runs_kept_up"] > r[side]["runs"]]
-    return max(kept, default=0) * WORDS_PER_LINE // BATCH_S
+    """Words/s of one side's sustained batch size, as bench/run.py decides it."""
+    tried = [{"batch_lines": r["batch_lines"], "keeps_up": size_keeps_up(r[side])} for r in rows]
+    return sustained_lines(tried) * WORDS_PER_LINE // BATCH_S
 
 
 def table(rev: str, found: dict[str, Any]) -> str:

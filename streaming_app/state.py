@@ -1,9 +1,10 @@
 """The running totals as updateStateByKey keeps them: one state record per bucket of keys.
 
-PySpark's updateStateByKey re-shuffles the whole state every batch (a Python cogroup of
-the state with the batch) and calls the update function once per state record. With one
-record per key that is several Python calls and two pickles per key per batch, so a
-batch took time in proportion to the state, not to its input (docs/benchmarks.md).
+PySpark's updateStateByKey cogroups the whole state with the batch every batch, in
+Python (every record tagged, combined into lists, passed out to the JVM and back, grouped)
+and calls the update function once per state record. With one record per key that is
+several Python calls and pickles per key per batch, so a batch took time in proportion
+to the state, not to its input (docs/benchmarks.md).
 
 Here a state record is (bucket, {key: total}): the keys hashed into `state_buckets`
 buckets. A batch's counts are grouped by bucket on their side of the shuffle, the update
