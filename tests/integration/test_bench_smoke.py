@@ -54,7 +54,7 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
     for row in (
         "| **ratio app / baseline** |",
         "| **ratio streaming_app / Structured** |",
-        "| + state in 64 buckets (the defaults now) |",
+        "| + state in 64 buckets, a batch merged into it in one shuffle (the defaults now) |",
         "Python workers together",
         "**Per line, in one process**",
     ):
