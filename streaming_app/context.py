@@ -13,6 +13,7 @@ from streaming_app.hadoop_fs import HadoopFs
 from streaming_app.jobs import (
     csv_spec,
     per_partition,
+    pre_aggregated,
     reduce_functions,
     update_function,
     values_only,
@@ -56,14 +57,15 @@ def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tup
     """Each batch's value per key (word counts, or the keyed-sum job's exact sums), and
     with state buckets the same values as batch_buckets (what the state is updated with).
     """
-    reduce = reduce_functions(config)[0]
     if config.state_buckets:
-        pairs = per_partition(lines, config)
-        batch = batch_buckets(pairs, config.state_buckets, reduce, partitions)
+        reduce = reduce_functions(config)[0]
+        batch = batch_buckets(
+            per_partition(lines, config), config.state_buckets, reduce, partitions
+        )
         pairs = batch.flatMap(batch_items)
     else:
         batch = None
-        pairs = per_partition(lines, config).reduceByKey(reduce, partitions)
+        pairs = pre_aggregated(lines, config, partitions)
     if config.job == "keyed-sum":
         from streaming_app.keyed import report_bad_rows
 

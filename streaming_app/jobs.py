@@ -44,9 +44,10 @@ def per_partition(lines: Any, config: AppConfig) -> Any:
     )
 
 
-def pre_aggregated(lines: Any, config: AppConfig) -> Any:
-    """(key, value) pairs of a DStream or RDD of lines, reduced per key."""
-    return per_partition(lines, config).reduceByKey(reduce_functions(config)[0])
+def pre_aggregated(lines: Any, config: AppConfig, partitions: int | None = None) -> Any:
+    """(key, value) pairs of a DStream or RDD of lines, reduced per key (into `partitions`,
+    Spark's default parallelism if None)."""
+    return per_partition(lines, config).reduceByKey(reduce_functions(config)[0], partitions)
 
 
 def values_only(pairs: Any, config: AppConfig) -> Any:
