@@ -18,7 +18,6 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,8 @@ from bench.harness import WORDS_PER_LINE, baseline_seconds, broker, load_topic, 
 from bench.run import (
     BATCH_S,
     SUSTAINED_RUN_BATCHES,
-    app_rate,
     interleaved,
+    runner,
     size_keeps_up,
     sustained_lines,
 )
@@ -68,13 +67,9 @@ def compare(workdir: Path, rev: str, sizes: list[int], rounds: int) -> dict[str,
             [baseline_seconds(bootstrap, topic, BASELINE_LINES) for _ in range(BASELINE_RUNS)]
         )
         runs = {
-            (size, side): partial(
-                lambda suffix, size, side: app_rate(
-                    workdir, f"{side}-{size}-{suffix}", bootstrap, topic,
-                    size * SUSTAINED_RUN_BATCHES, size, "--checkpoint-interval", "20",
-                    code=code if side == "before" else None,
-                ),
-                size=size, side=side,
+            (size, side): runner(
+                workdir, f"{side}-{size}", bootstrap, topic, size * SUSTAINED_RUN_BATCHES,
+                size, "--checkpoint-interval", "20", code=code if side == "before" else None,
             )
             for size in sizes for side in SIDES
         }  # fmt: skip

@@ -156,9 +156,10 @@ def baseline_without_c_crc(bootstrap: str, topic: str, lines: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def runner(workdir: Path, name: str, *args: Any) -> Callable[[str], dict[str, Any]]:
-    """app_rate(workdir, name, *args) as a run of `interleaved` (its name gets a suffix)."""
-    return lambda suffix: app_rate(workdir, f"{name}-{suffix}", *args)
+def runner(workdir: Path, name: str, *args: Any, **options: Any) -> Callable[[str], dict[str, Any]]:
+    """app_rate(workdir, name, *args, **options) as a run of `interleaved` (its name gets
+    a suffix)."""
+    return lambda suffix: app_rate(workdir, f"{name}-{suffix}", *args, **options)
 
 
 def interleaved(
