@@ -17,11 +17,13 @@ pytestmark = pytest.mark.timeout(300)
 STARTED = r"Started new streaming context"
 
 
+# Both state layouts: 64 buckets (the default) and 0.2.0's one record per key.
+@pytest.mark.parametrize("layout", [(), ("--state-buckets", "0")], ids=["buckets", "per-key"])
 def test_files_source_counts_exactly_and_replaces_undecodable_bytes(
-    dirs: dict[str, Path], start_app: Any
+    dirs: dict[str, Path], start_app: Any, layout: tuple[str, ...]
 ) -> None:
     rng = random.Random(7)
-    app = start_app(*files_args(dirs, "--sink", "console"))
+    app = start_app(*files_args(dirs, "--sink", "console", *layout))
     app.wait_for_log(STARTED)
     texts = [make_text(rng, 50) for _ in range(3)]
     for i, text in enumerate(texts):
