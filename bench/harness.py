@@ -27,6 +27,7 @@ from streaming_app.produce import generated_lines, produce
 WORDS_PER_LINE = 10
 VOCABULARY = 100_000
 PARTITIONS = 2
+BATCH_S = 2  # the batch interval of every run, in seconds
 
 
 @contextlib.contextmanager
@@ -173,7 +174,7 @@ def kafka_args(workdir: Path, bootstrap: str, topic: str, *extra: str) -> list[s
     """A Kafka-source run with 2 s batches and the console sink (its top 10 per batch)."""
     return [
         "--source", "kafka", "--bootstrap-servers", bootstrap, "--topics", topic,
-        "--checkpoint-dir", str(workdir / "checkpoint"), "--batch-interval", "2",
+        "--checkpoint-dir", str(workdir / "checkpoint"), "--batch-interval", str(BATCH_S),
         "--sink", "console", "--spark-conf", "spark.ui.enabled=false", *extra,
     ]  # fmt: skip
 

@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import (
+    BATCH_S,
     VOCABULARY,
     WORDS_PER_LINE,
     AppRun,
@@ -39,7 +40,6 @@ from bench.harness import (
 from streaming_app.metrics_report import BatchMetrics
 from streaming_app.produce import generated_lines
 
-BATCH_S = 2
 # Files go in this long after a batch boundary (both systems' batches start on multiples
 # of the interval in epoch time), so that one batch reads a whole round.
 MOVE_PHASE_S = 0.5

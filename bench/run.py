@@ -25,7 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.checkpoint import CHECKPOINT_BATCHES, checkpoint_cost, checkpoint_report
 from bench.harness import (
+    BATCH_S,
     PARTITIONS,
     WORDS_PER_LINE,
     AppRun,
@@ -46,7 +48,6 @@ from streaming_app.metrics_report import BatchMetrics
 from streaming_app.produce import generated_lines, produce
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-BATCH_S = 2
 # Lines per batch tried for the sustained rate.
 BATCH_SIZES = (20_000, 80_000, 140_000, 170_000, 200_000, 230_000, 260_000)
 
@@ -88,12 +89,14 @@ def app_rate(
     skip_lines: int = 0,
     memory: bool = False,
     code: Path | None = None,
+    per_batch: Callable[[list[BatchMetrics], list[BatchMetrics]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
     Steady: after the first two batches (JVM warm-up), or after the batches that read the
     first `skip_lines` lines, and before the last (partial) batch. With `memory`, the peak
     resident memory of the app's processes too. `code`: run the app from that copy.
+    `per_batch`: more figures, from (every batch of the run, the steady batches).
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
@@ -104,7 +107,8 @@ def app_rate(
     finally:
         memory_figures = peak.stop() if peak else {}
         app.stop()
-    busy = [b for b in app.batches() if b.records and b.processing_ms]
+    batches = app.batches()
+    busy = [b for b in batches if b.records and b.processing_ms]
     if skip_lines:
         read = list(itertools.accumulate(b.records or 0 for b in busy))
         steady = [b for b, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
@@ -128,6 +132,7 @@ def app_rate(
         "first_scheduling_delay_s": round((steady[0].scheduling_delay_ms or 0) / 1000, 2),
         "last_scheduling_delay_s": round((steady[-1].scheduling_delay_ms or 0) / 1000, 2),
         **memory_figures,
+        **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
 
 
@@ -168,7 +173,8 @@ def interleaved(
     """Every measurement `rounds` times, round after round (so that drift hits all alike).
 
     measure: key -> a run, given a name suffix; per key: the median of every figure over
-    the runs, `runs` (how many) and `runs_processing_s` (each run's processing time).
+    the runs that know it (None: not known in that run), `runs` (how many) and
+    `runs_processing_s` (each run's processing time).
     """
     found: dict[Any, list[dict[str, Any]]] = {key: [] for key in measure}
     for number in range(1, rounds + 1):
@@ -178,12 +184,12 @@ def interleaved(
     for key, runs in found.items():
         figures: dict[str, Any] = {}
         for field, value in runs[0].items():
-            values = [r[field] for r in runs]
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            values = [r[field] for r in runs if r[field] is not None]  # None: not in that run
+            if not values or isinstance(values[0], bool) or not isinstance(values[0], int | float):
                 figures[field] = value
             else:
                 middle = median(values)
-                figures[field] = round(middle) if isinstance(value, int) else round(middle, 3)
+                figures[field] = round(middle) if isinstance(values[0], int) else round(middle, 3)
         figures["runs"] = len(runs)
         figures["runs_processing_s"] = [r["processing_s"] for r in runs]
         figures["runs_kept_up"] = sum(keeps_up(r) for r in runs)
@@ -272,42 +278,6 @@ def throughput(
         "tried": tried,
         "variants": rows,
     }
-
-
-# Checkpoint intervals compared, in batches; 1000 batches never comes within a run.
-CHECKPOINT_BATCHES = (1, 5, 10, 1000)
-
-
-def checkpoint_cost(
-    workdir: Path,
-    bootstrap: str,
-    lines: int,
-    batch_lines: int,
-    intervals: tuple[int, ...],
-    rounds: int,
-) -> Any:
-    """Throughput at checkpoint intervals of 1, 5 and 10 batches against (nearly) never.
-
-    Only one batch in N pays for a checkpoint, so this compares the mean over the steady
-    batches (their words over their processing time), not the median; per interval, the
-    median of that mean over `rounds` interleaved runs.
-    """
-    topic = load_topic(bootstrap, lines, seed=3)
-    found = interleaved(rounds, {
-        batches: runner(
-            workdir, f"checkpoint-{batches}", bootstrap, topic, lines, batch_lines,
-            "--checkpoint-interval", str(batches * BATCH_S),
-            "--snapshot-keep", "0",  # snapshots follow the checkpoint interval: not measured here
-        )
-        for batches in intervals
-    })  # fmt: skip
-    best = found[intervals[-1]]["mean_words_per_s"]
-    return {
-        str(batches): {
-            **figures, "loss_pct": round(100 * (1 - figures["mean_words_per_s"] / best), 1)
-        }
-        for batches, figures in found.items()
-    }  # fmt: skip
 
 
 # The state layouts compared where the state grows: before (0.2.0) and now.
@@ -469,20 +439,7 @@ def report(results: dict[str, Any]) -> str:
             "",
             *per_line_report(results["per_line"], results["per_line_lines"]),
             "",
-            f"**Checkpoint cost** (the same kind of run over {results['checkpoint_lines']:,} "
-            "lines, each with its own checkpoint directory; snapshots off; means over the "
-            "steady batches, since only one batch in N checkpoints; each the median of "
-            f"{next(iter(results['checkpoint_cost'].values()))['runs']} runs, interleaved; "
-            "loss against an interval of 1000 batches, which no run reaches):",
-            "",
-            "| checkpoint interval | words/s of processing (mean) | processing of a batch "
-            "(mean) | each run (median processing) | loss |",
-            "|---|---|---|---|---|",
-            *[
-                f"| {n} batch{'es' if n != '1' else ''} | {c['mean_words_per_s']:,} | "
-                f"{c['mean_processing_s']} s | {runs_of(c)} | {c['loss_pct']}% |"
-                for n, c in results["checkpoint_cost"].items()
-            ],
+            *checkpoint_report(results["checkpoint_cost"], results["checkpoint_lines"]),
             "",
             "**State growth** (the same kind of run, one per vocabulary size and state layout, "
             "checkpoint every 10 batches; keys: distinct words of the whole corpus, which the "
@@ -553,7 +510,7 @@ def main() -> None:
     if not options.smoke:
         sizes = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
                      keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000,
-                     rounds=6, app_runs=3, checkpoint_runs=2)  # fmt: skip
+                     rounds=6, app_runs=3, checkpoint_runs=3)  # fmt: skip
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     command = "python bench/run.py" + (" --smoke" if options.smoke else "")
@@ -569,10 +526,10 @@ def main() -> None:
                 OPTIMIZATIONS[-1:] if options.smoke else OPTIMIZATIONS,
                 (400, 800) if options.smoke else BATCH_SIZES, sizes["app_runs"],
             ),
-            "checkpoint_lines": 2 * lines,
+            "checkpoint_lines": 3 * lines,
             "checkpoint_cost": checkpoint_cost(
-                workdir, bootstrap, 2 * lines, batch_lines,
-                (1,) if options.smoke else CHECKPOINT_BATCHES, sizes["checkpoint_runs"],
+                workdir, bootstrap, 3 * lines, batch_lines,
+                (2,) if options.smoke else CHECKPOINT_BATCHES, sizes["checkpoint_runs"],
             ),
             "state_growth": state_growth(
                 workdir, bootstrap, lines, batch_lines,

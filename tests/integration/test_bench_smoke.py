@@ -48,6 +48,12 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
     assert min(per_line[step] for step in steps) > 0
     assert per_line["broker_cpu"] >= 0  # the smoke's tansu is local: its CPU is found
     assert all(t["runs"] == 1 and len(t["runs_processing_s"]) == 1 for t in tried)
+    # A checkpoint every 2 batches: the batches that wrote one are told from the others.
+    cost = figures["checkpoint_cost"]["2"]
+    assert cost["runs"] == 1 and cost["mean_processing_s"] > 0
+    assert cost["written_s"] > 0 and cost["others_s"] > 0
+    assert cost["extra_s"] == pytest.approx(cost["written_s"] - cost["others_s"], abs=0.002)
+    assert cost["runs_within_loss_pct"] == [cost["within_loss_pct"]] != [None]
     peer = figures["peer"]
     assert peer["streaming_app"]["median_words_per_s"] > 0
     assert peer["structured"]["median_words_per_s"] > 0 and peer["ratio"] > 0
@@ -57,5 +63,6 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "| + state in 64 buckets, a batch merged into it in one shuffle (the defaults now) |",
         "Python workers together",
         "**Per line, in one process**",
+        "extra per checkpoint | loss within the run (each run) |",
     ):
         assert row in result.stdout, row  # fmt: skip
