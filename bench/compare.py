@@ -23,9 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
+from bench.harness import BATCH_S, WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
 from bench.run import (
-    BATCH_S,
     SUSTAINED_RUN_BATCHES,
     interleaved,
     runner,

@@ -122,11 +122,11 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     # As many partitions as updateStateByKey and reduceByKey would take by default.
     partitions = sc.defaultParallelism
     counts, batch = batch_counts(lines, config, partitions)
-    state, totals = keep_totals(
+    state, totals_of = keep_totals(
         counts, batch, update_function(config), config.state_buckets, partitions, initial
     )
     state.checkpoint(spark_seconds(config.checkpoint_ms))
-    attach_sinks(totals, counts, config, metadata.app_id)
+    attach_sinks(state, totals_of, counts, config, metadata.app_id)
     if config.window is not None:
         from streaming_app.windows import attach_window_sinks, windowed
 
@@ -141,7 +141,7 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
             input_dir=config.input_dir,
             context_id=metadata.app_id,
         )
-        totals.foreachRDD(lambda t, rdd: write_snapshot(t, rdd, snapshots))
+        state.foreachRDD(lambda t, rdd: write_snapshot(t, totals_of(rdd), snapshots))
     if config.source == "kafka":
         from streaming_app.kafka_source import attach_commit
 

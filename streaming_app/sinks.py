@@ -1,9 +1,10 @@
-"""Outputs attached to the totals stream: the console line per batch and idempotent files."""
+"""Outputs of the running totals: the console line per batch and idempotent files."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -128,14 +129,18 @@ def write_totals(
 
 
 def attach_sinks(
-    totals: DStream[tuple[str, int]],
+    state: DStream[Any],
+    totals_of: Callable[[RDD[Any]], RDD[tuple[str, int]]],
     counts: DStream[tuple[str, int]],
     config: AppConfig,
     context_id: str,
 ) -> None:
-    """Attach the configured sinks, then the snapshot writer, as output operations."""
-    # The lambdas capture only plain values and frozen settings, so they pickle into
-    # the checkpoint.
+    """Attach the configured sinks to the state, as output operations.
+
+    totals_of: an RDD of the state as (key, total) pairs, applied in each sink's own job.
+    """
+    # The lambdas capture only plain values, frozen settings and module functions, so
+    # they pickle into the checkpoint.
     sinks, top_n, output_dir, keep = (
         config.sinks,
         config.top_n,
@@ -144,9 +149,9 @@ def attach_sinks(
     )
     if "files" in sinks:
         assert output_dir is not None
-        totals.foreachRDD(lambda t, rdd: write_totals(t, rdd, output_dir, keep))
+        state.foreachRDD(lambda t, rdd: write_totals(t, totals_of(rdd), output_dir, keep))
     if "console" in sinks:
-        totals.foreachRDD(lambda t, rdd: write_console(t, rdd, top_n))
+        state.foreachRDD(lambda t, rdd: write_console(t, totals_of(rdd), top_n))
     if "postgres" in sinks:
         from streaming_app.pg_output import PostgresTarget, with_changes, write_postgres
 
@@ -158,5 +163,7 @@ def attach_sinks(
             context_id,
             numeric=config.job == "keyed-sum",
         )
-        changes = totals.transformWith(with_changes, counts)
+        changes = state.transformWith(
+            lambda t, rdd, batch: with_changes(t, totals_of(rdd), batch), counts
+        )
         changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))

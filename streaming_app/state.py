@@ -177,20 +177,33 @@ def update_buckets(batch: Any, update: Any, partitions: int, initial: Any = None
     return DStream(jstream.asJavaDStream(), batch._ssc, sc.serializer)
 
 
+def bucket_totals(rdd: Any) -> Any:
+    """The (key, total) pairs of an RDD of state buckets."""
+    return rdd.flatMap(bucket_items)
+
+
+def same_rdd(rdd: Any) -> Any:
+    """The (key, total) pairs of a state of one record per key: its RDD as it is."""
+    return rdd
+
+
 def keep_totals(
     counts: Any, batch: Any, update: Any, buckets: int, partitions: int, initial: Any = None
-) -> tuple[Any, Any]:
-    """The state DStream (to checkpoint) and its (key, total) pairs, for the sinks.
+) -> tuple[Any, Callable[[Any], Any]]:
+    """The state DStream (to checkpoint, and for the sinks) and its RDDs' totals function.
+
+    The function gives an RDD of the state as (key, total) pairs. A sink applies it in
+    its own job, so the pairs go from the state's cached buckets straight into the
+    sink's Python pass; a DStream of the pairs would pickle every pair in a pass of its
+    own, for each sink to unpickle again.
 
     counts: the batch's (key, value) pairs; batch: batch_buckets of them (buckets > 0).
     `initial`: an RDD of (key, total) pairs a restored context starts from.
     """
     if not buckets:
-        state = counts.updateStateByKey(update, partitions, initialRDD=initial)
-        return state, state
+        return counts.updateStateByKey(update, partitions, initialRDD=initial), same_rdd
     if initial is not None:
         initial = initial.mapPartitions(partial(by_bucket, buckets=buckets)).reduceByKey(
             merge_buckets, partitions
         )
-    state = update_buckets(batch, update, partitions, initial)
-    return state, state.flatMap(bucket_items)
+    return update_buckets(batch, update, partitions, initial), bucket_totals
