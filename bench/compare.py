@@ -1,6 +1,7 @@
 """A change's before and after: the app at a git revision against this checkout, side by side.
 
     python bench/compare.py REV [--sizes 20000,140000] [--rounds 3] [--workdir DIR]
+    python bench/compare.py REV --keys 1000000 [--rounds 2]
 
 Exports REV with `git archive` into the work directory, loads one topic as the
 throughput benchmark does, and runs the app from REV and from this checkout on it, once
@@ -10,6 +11,10 @@ size, the median processing time of a batch on each side and whether each side k
 `Counter` in one process, median of 5 runs over 200,000 lines) runs on the same topic,
 so each side's sustained rate has its ratio to it. Both sides use this virtualenv's
 packages. Prints Markdown for docs/benchmarks.md.
+
+With --keys N, the topic is bench/run.py's state of N keys instead (every key once,
+then 100,000 Zipf lines over them, in batches of 20,000 lines), and the figures are
+those of the batches after the state is full: what a change does to a large state.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from bench.harness import BATCH_S, WORDS_PER_LINE, baseline_seconds, broker, loa
 from bench.run import (
     SUSTAINED_RUN_BATCHES,
     interleaved,
+    key_topic,
     runner,
     size_keeps_up,
     sustained_lines,
@@ -77,6 +83,42 @@ def compare(workdir: Path, rev: str, sizes: list[int], rounds: int) -> dict[str,
     return {"baseline_words_per_s": BASELINE_LINES * WORDS_PER_LINE / baseline, "rows": rows}
 
 
+KEY_LINES = 100_000
+KEY_BATCH_LINES = 20_000
+
+
+def compare_keys(workdir: Path, rev: str, keys: int, rounds: int) -> dict[str, Any]:
+    """Both sides on a state of `keys` keys: the figures of the batches after it is full."""
+    code = export(rev, workdir / "rev")
+    with broker(workdir) as bootstrap:
+        topic, loading = key_topic(bootstrap, keys, KEY_LINES)
+        return interleaved(rounds, {
+            side: runner(
+                workdir, f"{side}-keys", bootstrap, topic, loading + KEY_LINES, KEY_BATCH_LINES,
+                "--checkpoint-interval", "20", skip_lines=loading,
+                code=code if side == "before" else None,
+            )
+            for side in SIDES
+        })  # fmt: skip
+
+
+def keys_table(rev: str, keys: int, found: dict[str, Any]) -> str:
+    """The state-of-keys comparison as Markdown."""
+    before, after = found["before"], found["after"]
+    return "\n".join([
+        f"| a state of {keys:,} keys | processing of a batch of {KEY_BATCH_LINES:,} lines "
+        "| each run | words/s of processing |",
+        "|---|---|---|---|",
+        *[
+            f"| {side}{f' ({rev})' if side == 'before' else ''} | {f['processing_s']} s | "
+            + ", ".join(f"{s} s" for s in f["runs_processing_s"])
+            + f" | {f['words_per_s']:,} |"
+            for side, f in (("before", before), ("after", after))
+        ],
+        f"| after / before | {after['processing_s'] / before['processing_s']:.2f} | | |",
+    ])  # fmt: skip
+
+
 def sustained(rows: list[dict[str, Any]], side: str) -> int:
     """Words/s of one side's sustained batch size, as bench/run.py decides it."""
     tried = [{"batch_lines": r["batch_lines"], "keeps_up": size_keeps_up(r[side])} for r in rows]
@@ -115,13 +157,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the git revision to compare this checkout with")
     parser.add_argument("--sizes", default="20000,140000", help="lines per batch, commas")
+    parser.add_argument("--keys", type=int, help="compare on a state of this many keys")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path)
     options = parser.parse_args()
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-compare-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    sizes = [int(s) for s in options.sizes.split(",")]
-    print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
+    if options.keys:
+        found = compare_keys(workdir, options.rev, options.keys, options.rounds)
+        print(keys_table(options.rev, options.keys, found))
+    else:
+        sizes = [int(s) for s in options.sizes.split(",")]
+        print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
     print(f"\n(logs and metrics in {workdir})", file=sys.stderr)
 
 

@@ -310,13 +310,10 @@ def state_growth(
     return found
 
 
-def state_of_keys(
-    workdir: Path, bootstrap: str, keys: int, lines: int, batch_lines: int, variants: Any
-) -> Any:
-    """Batch time and peak memory once the state holds `keys` keys, per state layout.
+def key_topic(bootstrap: str, keys: int, lines: int) -> tuple[str, int]:
+    """A topic with every key once (`w0`..), then `lines` Zipf lines over the same keys.
 
-    The topic first has every key once (`w0`..), then `lines` Zipf lines over the same
-    keys; the figures are those of the batches after the state is full.
+    Returns the topic and how many lines load the keys.
     """
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     every_key = (
@@ -327,6 +324,18 @@ def state_of_keys(
     produce(KafkaConnection(bootstrap), topic, every_key, loading, 0, PARTITIONS)
     zipf = generated_lines(WORDS_PER_LINE, keys, seed=5)
     produce(KafkaConnection(bootstrap), topic, zipf, lines, 0, PARTITIONS)
+    return topic, loading
+
+
+def state_of_keys(
+    workdir: Path, bootstrap: str, keys: int, lines: int, batch_lines: int, variants: Any
+) -> Any:
+    """Batch time and peak memory once the state holds `keys` keys, per state layout.
+
+    The topic first has every key once (`w0`..), then `lines` Zipf lines over the same
+    keys; the figures are those of the batches after the state is full.
+    """
+    topic, loading = key_topic(bootstrap, keys, lines)
     found = []
     for index, (label, extra) in enumerate(variants):
         figures = app_rate(

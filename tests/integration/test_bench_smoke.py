@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,18 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         "extra per checkpoint | loss within the run (each run) |",
     ):
         assert row in result.stdout, row  # fmt: skip
+
+
+def test_sink_pass_runs_both_paths_and_they_agree() -> None:
+    # The script exits non-zero if the top 10 through a totals stream and in the sink's
+    # own job differ.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "sink_pass.py"), "--keys", "2000", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| state of 2,000 keys in 64 buckets |" in result.stdout
+    assert "| top 10 in the sink's own job (after) |" in result.stdout

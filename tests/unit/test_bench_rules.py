@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.checkpoint import checkpoint_report, within_run, writes_checkpoint
-from bench.compare import sustained, table
+from bench.compare import keys_table, sustained, table
 from bench.run import interleaved, size_keeps_up, sustained_lines
 
 
@@ -100,3 +100,15 @@ def test_the_checkpoint_table_is_in_interval_order_against_the_largest() -> None
     assert text.index("| 5 batches |") < text.index("| 10 batches |") < text.index("| 1000 b")
     assert "against an interval of 1000 batches" in text
     assert "| 4.4% (4.4%, 4.4%, 4.4%) |" in text and "| — |" in text
+
+
+def test_compare_on_a_large_state_reports_both_sides_and_their_ratio() -> None:
+    found = {
+        "before": _figures(2, runs=2, processing=2.0),
+        "after": _figures(2, runs=2, processing=1.5),
+    }
+    found["before"]["words_per_s"], found["after"]["words_per_s"] = 100_000, 133_333
+    text = keys_table("abc123", 1_000_000, found)
+    assert "| before (abc123) | 2.0 s | 2.0 s, 2.0 s | 100,000 |" in text
+    assert "| after | 1.5 s | 1.5 s, 1.5 s | 133,333 |" in text
+    assert "| after / before | 0.75 | | |" in text
