@@ -28,6 +28,8 @@ WORDS_PER_LINE = 10
 VOCABULARY = 100_000
 PARTITIONS = 2
 BATCH_S = 2  # the batch interval of every run, in seconds
+# Spark settings that keep a driver the harness starts itself on loopback.
+LOOPBACK_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import (
     BATCH_S,
+    LOOPBACK_CONF,
     VOCABULARY,
     WORDS_PER_LINE,
     AppRun,
@@ -45,7 +46,6 @@ from streaming_app.produce import generated_lines
 MOVE_PHASE_S = 0.5
 SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-LOOPBACK_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 def write_rounds(directory: Path, rounds: int, files: int, lines_per_file: int) -> list[list[Path]]:

@@ -25,12 +25,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import LOOPBACK_CONF, PARTITIONS
 from bench.micro import side_by_side
+from streaming_app.config import AppConfig
 from streaming_app.sinks import _by_count
 from streaming_app.state import bucket_items, bucket_totals, by_bucket, merge_buckets
 
-BUCKETS = 64
-PARTITIONS = 2
+BUCKETS = AppConfig().state_buckets  # the default
+TOP_N = 10
 
 
 def bucketed_state(sc: Any, keys: int) -> Any:
@@ -73,20 +75,20 @@ def main() -> None:
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setMaster(f"local[{PARTITIONS}]").setAppName("sink-pass")
-    conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    conf.setAll(list(LOOPBACK_CONF.items()))
     conf.set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     try:
         state = bucketed_state(sc, options.keys)
-        before, after = through_a_stream(state, 10), in_its_own_job(state, 10)
+        before, after = through_a_stream(state, TOP_N), in_its_own_job(state, TOP_N)
         if before != after:
             raise SystemExit(f"error: the two paths disagree: {before} != {after}")
         for _ in range(3):  # warm the workers
-            through_a_stream(state, 10), in_its_own_job(state, 10)
+            through_a_stream(state, TOP_N), in_its_own_job(state, TOP_N)
         found = side_by_side(
-            lambda: through_a_stream(state, 10),
-            lambda: in_its_own_job(state, 10),
+            lambda: through_a_stream(state, TOP_N),
+            lambda: in_its_own_job(state, TOP_N),
             options.repeats,
         )
     finally:
@@ -95,8 +97,8 @@ def main() -> None:
     print(f"| state of {options.keys:,} keys in {BUCKETS} buckets | median of "
           f"{options.repeats}, alternated |")  # fmt: skip
     print("|---|---|")
-    print(f"| top 10 through a totals stream (before) | {found['before_s'] * 1000:.1f} ms |")
-    print(f"| top 10 in the sink's own job (after) | {found['after_s'] * 1000:.1f} ms |")
+    print(f"| top {TOP_N} through a totals stream (before) | {found['before_s'] * 1000:.1f} ms |")
+    print(f"| top {TOP_N} in the sink's own job (after) | {found['after_s'] * 1000:.1f} ms |")
     print(f"| after / before | {ratio:.2f} |")
 
 
