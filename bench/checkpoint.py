@@ -55,12 +55,13 @@ def within_run(batches: list[tuple[bool, float]], every: int) -> dict[str, float
     others = [s for wrote, s in batches if not wrote]
     if not written or not others:
         return dict.fromkeys(WITHIN_FIELDS)
-    extra = median(written) - median(others)
+    wrote, plain = median(written), median(others)
+    extra = wrote - plain
     return {
-        "written_s": round(median(written), 3),
-        "others_s": round(median(others), 3),
+        "written_s": round(wrote, 3),
+        "others_s": round(plain, 3),
         "extra_s": round(extra, 3),
-        "within_loss_pct": round(100 * extra / (every * median(others) + extra), 1),
+        "within_loss_pct": round(100 * extra / (every * plain + extra), 1),
     }
 
 
@@ -100,33 +101,22 @@ def checkpoint_cost(
     from bench.run import interleaved, runner  # run.py imports this module
 
     topic = load_topic(bootstrap, lines, seed=3)
-    each: dict[int, list[float | None]] = {batches: [] for batches in intervals}
-
-    def measured(batches: int) -> Callable[[str], dict[str, Any]]:
-        run = runner(
+    found = interleaved(rounds, {
+        batches: runner(
             workdir, f"checkpoint-{batches}", bootstrap, topic, lines, batch_lines,
             "--checkpoint-interval", str(batches * BATCH_S),
             "--snapshot-keep", "0",  # snapshots follow the checkpoint interval: not measured here
             per_batch=per_batch_figures(batches),
-        )  # fmt: skip
-
-        def one(suffix: str) -> dict[str, Any]:
-            figures = run(suffix)
-            each[batches].append(figures["within_loss_pct"])
-            return figures
-
-        return one
-
-    found = interleaved(rounds, {batches: measured(batches) for batches in intervals})
+        )
+        for batches in intervals
+    }, each=("processing_s", "within_loss_pct"))  # fmt: skip
     best = found[intervals[-1]]["mean_words_per_s"]
     return {
         str(batches): {
-            **figures,
-            "loss_pct": round(100 * (1 - figures["mean_words_per_s"] / best), 1),
-            "runs_within_loss_pct": each[batches],
+            **figures, "loss_pct": round(100 * (1 - figures["mean_words_per_s"] / best), 1)
         }
         for batches, figures in found.items()
-    }
+    }  # fmt: skip
 
 
 def _cell(value: float | None, unit: str) -> str:

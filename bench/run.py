@@ -168,13 +168,15 @@ def runner(workdir: Path, name: str, *args: Any, **options: Any) -> Callable[[st
 
 
 def interleaved(
-    rounds: int, measure: dict[Any, Callable[[str], dict[str, Any]]]
+    rounds: int,
+    measure: dict[Any, Callable[[str], dict[str, Any]]],
+    each: tuple[str, ...] = ("processing_s",),
 ) -> dict[Any, dict[str, Any]]:
     """Every measurement `rounds` times, round after round (so that drift hits all alike).
 
     measure: key -> a run, given a name suffix; per key: the median of every figure over
-    the runs that know it (None: not known in that run), `runs` (how many) and
-    `runs_processing_s` (each run's processing time).
+    the runs that know it (None: not known in that run), `runs` (how many) and, for each
+    field of `each`, `runs_<field>`: every run's value (`runs_processing_s` by default).
     """
     found: dict[Any, list[dict[str, Any]]] = {key: [] for key in measure}
     for number in range(1, rounds + 1):
@@ -191,7 +193,8 @@ def interleaved(
                 middle = median(values)
                 figures[field] = round(middle) if isinstance(values[0], int) else round(middle, 3)
         figures["runs"] = len(runs)
-        figures["runs_processing_s"] = [r["processing_s"] for r in runs]
+        for field in each:
+            figures[f"runs_{field}"] = [r[field] for r in runs]
         figures["runs_kept_up"] = sum(keeps_up(r) for r in runs)
         merged[key] = figures
     return merged

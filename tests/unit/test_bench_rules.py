@@ -112,3 +112,15 @@ def test_compare_on_a_large_state_reports_both_sides_and_their_ratio() -> None:
     assert "| before (abc123) | 2.0 s | 2.0 s, 2.0 s | 100,000 |" in text
     assert "| after | 1.5 s | 1.5 s, 1.5 s | 133,333 |" in text
     assert "| after / before | 0.75 | | |" in text
+
+
+def test_interleaved_keeps_every_runs_value_of_the_fields_asked_for() -> None:
+    runs = iter([{"processing_s": 1.0, "first_scheduling_delay_s": 0, "last_scheduling_delay_s": 0,
+                  "within_loss_pct": None},
+                 {"processing_s": 3.0, "first_scheduling_delay_s": 0, "last_scheduling_delay_s": 0,
+                  "within_loss_pct": 5.0}])  # fmt: skip
+    merged = interleaved(
+        2, {"only": lambda _suffix: next(runs)}, each=("processing_s", "within_loss_pct")
+    )["only"]
+    assert merged["runs_processing_s"] == [1.0, 3.0]
+    assert merged["runs_within_loss_pct"] == [None, 5.0] and merged["within_loss_pct"] == 5.0
