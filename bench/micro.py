@@ -38,8 +38,8 @@ from bench.harness import (
     load_topic,
     median,
 )
-from streaming_app.produce import generated_lines
-from streaming_app.text import DEFAULT_TOKEN_PATTERN, _compiled, count_words
+from streaming_app.jobs.text import DEFAULT_TOKEN_PATTERN, _compiled, count_words
+from streaming_app.tools.produce import generated_lines
 
 
 def side_by_side(
@@ -104,7 +104,8 @@ def last_poll(bootstrap: str, repeats: int) -> dict[str, float]:
 GC_PROBE = """
 import gc, time
 import pyspark.worker, kafka.consumer, kafka.record.default_records
-import streaming_app.jobs, streaming_app.kafka_reader, streaming_app.keyed, streaming_app.text
+import streaming_app.jobs.counting, streaming_app.jobs.keyed, streaming_app.jobs.text
+import streaming_app.sources.kafka.reader
 def timed():
     times = []
     for _ in range(7):
@@ -155,9 +156,9 @@ def per_line(bootstrap: str, lines: int, repeats: int) -> dict[str, float]:
     """Microseconds per line of each step's whole path, in this one process, interleaved."""
     from kafka import KafkaConsumer, TopicPartition
 
-    from streaming_app.kafka_client import KafkaConnection
-    from streaming_app.kafka_reader import read_range
-    from streaming_app.offsets import OffsetRange
+    from streaming_app.sources.kafka.client import KafkaConnection
+    from streaming_app.sources.kafka.offsets import OffsetRange
+    from streaming_app.sources.kafka.reader import read_range
 
     topic = load_topic(bootstrap, lines)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap)

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import AppRun, broker, median
-from streaming_app.kafka_client import KafkaConnection
-from streaming_app.produce import generated_lines, produce
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import generated_lines, produce
 
 LAYOUTS = {"64 buckets (the default)": [], "one record per key": ["--state-buckets", "0"]}
 BATCHES = 24

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.dev_broker import DevBroker
+from streaming_app.tools.dev_broker import DevBroker
 from tests.integration.harness import App
 from tests.integration.pg_helpers import pg_dsn, pg_table
 

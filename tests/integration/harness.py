@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from streaming_app.output import SUCCESS_MARKER, batch_of, read_totals, read_totals_dir
+from streaming_app.sinks.files_layout import SUCCESS_MARKER, batch_of, read_totals, read_totals_dir
 
 # A small, fixed vocabulary keeps totals easy to eyeball when a test fails.
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
@@ -77,7 +77,7 @@ def group_gone(pgid: int, timeout: float = 30) -> bool:
     return False
 
 
-# A progress line's scheduling delay (streaming_app.metrics.progress_line).
+# A progress line's scheduling delay (streaming_app.driver.metrics.progress_line).
 SCHEDULING_DELAY = re.compile(r"\bscheduling_delay=(\d+\.\d+)s")
 
 

@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from streaming_app.kafka_client import KafkaConnection
-from streaming_app.produce import produce
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import produce
 from tests.integration.harness import windows_of
 
 _topic_numbers = itertools.count(1)

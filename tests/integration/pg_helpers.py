@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from streaming_app.pg_names import PROGRESS_SUFFIX, WINDOW_SUFFIX
-from streaming_app.pg_sink import redact_dsn
+from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX
+from streaming_app.sinks.postgres.writer import redact_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 

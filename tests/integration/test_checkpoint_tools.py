@@ -27,7 +27,7 @@ def tool(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return subprocess.run(
-        [sys.executable, "-m", "streaming_app.cli_checkpoint", *args],
+        [sys.executable, "-m", "streaming_app.cli.checkpoint", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.output import latest_totals_dir
+from streaming_app.sinks.files_layout import latest_totals_dir
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from streaming_app.kafka_client import KafkaConnection
-from streaming_app.pg_sink import read_progress
-from streaming_app.pg_sink import read_totals as read_pg_totals
-from streaming_app.produce import produce
+from streaming_app.sinks.postgres.writer import read_progress
+from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import produce
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import VOCABULARY, truth, wait_for_totals, window_outputs
 from tests.integration.kafka_helpers import (

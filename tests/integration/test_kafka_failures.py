@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.dev_broker import DevBroker, free_port
+from streaming_app.tools.dev_broker import DevBroker, free_port
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import TcpProxy, assert_log_contiguous, fresh_topic, send

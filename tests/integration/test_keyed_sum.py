@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.pg_sink import read_totals as read_pg_totals
+from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from tests.integration.conftest import files_args, kafka_args
 from tests.integration.harness import drop_file, wait_for_totals, window_outputs
 from tests.integration.kafka_helpers import fresh_topic, log_entries, read_by_offset, send

@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from streaming_app import kafka_client
 from streaming_app.errors import SinkError
-from streaming_app.kafka_client import StopRequestedError
-from streaming_app.pg_sink import PostgresWriter, read_progress, read_totals
+from streaming_app.sinks.postgres.writer import PostgresWriter, read_progress, read_totals
+from streaming_app.sources.kafka import client as kafka_client
+from streaming_app.sources.kafka.client import StopRequestedError
 from tests.integration import pg_helpers
 
 pytestmark = pytest.mark.timeout(120)

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from streaming_app.state import (
+from streaming_app.jobs.text import add_counts, count_words, update_count
+from streaming_app.state.buckets import (
     batch_items,
     bucket_items,
     by_bucket,
     merge_parts,
     next_state,
 )
-from streaming_app.text import add_counts, count_words, update_count
 
 PARTITIONS = 2
 BUCKETS = 16

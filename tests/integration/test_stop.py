@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from streaming_app.errors import SinkError
-from streaming_app.pg_sink import read_totals as read_pg_totals
+from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, group_gone, make_text, truth, wait_for_totals
 from tests.integration.pg_helpers import postgres_config

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from streaming_app.fs import LocalFs
-from streaming_app.guard import state_checkpointed
-from streaming_app.metadata import read_metadata
-from streaming_app.snapshots import snapshot_times
+from streaming_app.common.fs import LocalFs
+from streaming_app.recovery.guard import state_checkpointed
+from streaming_app.recovery.metadata import read_metadata
+from streaming_app.recovery.snapshots import snapshot_times
 from tests.integration.conftest import files_args, kafka_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from streaming_app import cli_checkpoint
-from streaming_app.clean_checkpoint import CleanPlan, apply_plan, plan_clean
-from streaming_app.cli_checkpoint import checkpoint
-from streaming_app.spark_checkpoint import FileCheck, LocalCheckpointFs, NoProbe
+from streaming_app.cli import checkpoint as cli_checkpoint
+from streaming_app.cli.checkpoint import checkpoint
+from streaming_app.recovery.spark_checkpoint import FileCheck, LocalCheckpointFs, NoProbe
+from streaming_app.tools.checkpoint_clean import CleanPlan, apply_plan, plan_clean
 from tests.unit.test_inspect_checkpoint import (
     EMPTY,
     MID,

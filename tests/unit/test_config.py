@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.config import AppConfig, load_config
 from streaming_app.errors import EXIT_USAGE, ConfigError
-from streaming_app.text import DEFAULT_TOKEN_PATTERN
+from streaming_app.jobs.text import DEFAULT_TOKEN_PATTERN
+from streaming_app.settings.schema import AppConfig, load_config
 
 
 @pytest.fixture(autouse=True)

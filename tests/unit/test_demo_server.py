@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.demo import DEMO_STATE, LineServer, _demo_port, _remember_port, sample_lines
+from streaming_app.tools.demo import (
+    DEMO_STATE,
+    LineServer,
+    _demo_port,
+    _remember_port,
+    sample_lines,
+)
 
 LINES = ["one", "two", "three"]
 
@@ -112,7 +118,7 @@ def test_remembered_port_beats_a_different_requested_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _remember_port(str(tmp_path), 41234)
-    with caplog.at_level(logging.WARNING, logger="streaming_app.demo"):
+    with caplog.at_level(logging.WARNING, logger="streaming_app.tools.demo"):
         assert _demo_port(str(tmp_path), 5555) == 41234
     assert "41234" in caplog.text and "5555" in caplog.text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from streaming_app.config import SETTINGS, env_name
+from streaming_app.settings.schema import SETTINGS, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.config import AppConfig, load_config
+from streaming_app.common.fs import LocalFs
+from streaming_app.driver.startup import TRANSIENT, mark_seeding
 from streaming_app.errors import CheckpointError, ConfigError
-from streaming_app.fs import LocalFs
-from streaming_app.guard import plan_start, seed_at, state_checkpointed
-from streaming_app.metadata import (
+from streaming_app.recovery.guard import plan_start, seed_at, state_checkpointed
+from streaming_app.recovery.metadata import (
     CheckpointMetadata,
     differences,
     read_metadata,
     write_metadata,
 )
-from streaming_app.snapshots import MANIFEST, Manifest, snapshot_name
-from streaming_app.startup import TRANSIENT, mark_seeding
+from streaming_app.recovery.snapshots import MANIFEST, Manifest, snapshot_name
+from streaming_app.settings.schema import AppConfig, load_config
 
 UUID_DIR = "0b9f7a4e-2c1d-4e5f-8a9b-0c1d2e3f4a5b"
 
@@ -273,7 +273,7 @@ def test_a_checkpoint_of_another_state_layout_is_recovered_with_a_note(
     now = CheckpointMetadata.for_config(current)
     assert now.settings["state_buckets"] == 64
     assert differences(recorded, now) == []
-    with caplog.at_level("INFO", logger="streaming_app.guard"):
+    with caplog.at_level("INFO", logger="streaming_app.recovery.guard"):
         assert plan_start(LocalFs(), current, now).recover
     assert "keeps its totals one state record per key; state_buckets=64 applies" in caplog.text
     # Another graph setting still counts.

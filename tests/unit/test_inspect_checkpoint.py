@@ -13,17 +13,23 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from streaming_app import cli_checkpoint, spark_checkpoint
-from streaming_app.cli_checkpoint import checkpoint
+from streaming_app.cli import checkpoint as cli_checkpoint
+from streaming_app.cli.checkpoint import checkpoint
+from streaming_app.common.fs import LocalFs
 from streaming_app.errors import ConfigError
-from streaming_app.fs import LocalFs
-from streaming_app.input_files import InputFilesLog
-from streaming_app.inspect_checkpoint import inspect_checkpoint, utc
-from streaming_app.metadata import CheckpointMetadata, write_metadata
-from streaming_app.offset_log import CommitLog, OffsetLog
-from streaming_app.offsets import OffsetRange
-from streaming_app.snapshots import MANIFEST, Manifest, format_line, snapshot_name
-from streaming_app.spark_checkpoint import FileCheck, LocalCheckpointFs, NoProbe, rdd_refs_in
+from streaming_app.recovery import spark_checkpoint
+from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
+from streaming_app.recovery.snapshots import MANIFEST, Manifest, format_line, snapshot_name
+from streaming_app.recovery.spark_checkpoint import (
+    FileCheck,
+    LocalCheckpointFs,
+    NoProbe,
+    rdd_refs_in,
+)
+from streaming_app.sources.files_log import InputFilesLog
+from streaming_app.sources.kafka.offset_log import CommitLog, OffsetLog
+from streaming_app.sources.kafka.offsets import OffsetRange
+from streaming_app.tools.checkpoint_inspect import inspect_checkpoint, utc
 
 T = 1_800_000_000_000  # the newest batch time of the fake checkpoint
 OLD = "11111111-1111-1111-1111-111111111111"  # a run whose RDDs nothing references

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.config import load_config
+from streaming_app.common.fs import LocalFs
 from streaming_app.errors import CheckpointError, ConfigError
-from streaming_app.fs import LocalFs
-from streaming_app.kafka_client import KafkaConnection, StopRequestedError, with_retries
-from streaming_app.kafka_reader import StatsParam, decode_value
-from streaming_app.kafka_source import KafkaSettings, ranges_for_batch
-from streaming_app.offset_log import OffsetLog
-from streaming_app.offsets import BrokerOffsets, OffsetRange
+from streaming_app.settings.schema import load_config
+from streaming_app.sources.kafka.client import KafkaConnection, StopRequestedError, with_retries
+from streaming_app.sources.kafka.offset_log import OffsetLog
+from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
+from streaming_app.sources.kafka.reader import StatsParam, decode_value
+from streaming_app.sources.kafka.stream import KafkaSettings, ranges_for_batch
 
 
 def settings(tmp_path: Path, **overrides: object) -> KafkaSettings:
@@ -178,7 +178,7 @@ def test_with_retries_backs_off_warns_and_succeeds(
         return "ok"
 
     resets: list[int] = []
-    with caplog.at_level(logging.WARNING, logger="streaming_app.kafka_client"):
+    with caplog.at_level(logging.WARNING, logger="streaming_app.sources.kafka.client"):
         assert with_retries("reading offsets", call, NoWait(), lambda: resets.append(1)) == "ok"
     assert waits == [1, 2, 4, 8, 16, 30, 30]
     assert len(resets) == 7
@@ -205,8 +205,8 @@ def test_a_batch_whose_sink_failed_is_not_committed(
 ) -> None:
     from datetime import datetime
 
-    from streaming_app.kafka_source import commit_batch
-    from streaming_app.sinks import mark_written, take_written
+    from streaming_app.sinks.attach import mark_written, take_written
+    from streaming_app.sources.kafka.stream import commit_batch
 
     batch_time = datetime.fromtimestamp(1_700_000_000)
     mark_written(1_700_000_000_000, "console")  # the files sink failed: never marked
@@ -232,7 +232,7 @@ def test_committed_offsets_are_asked_for_until_a_partition_has_a_position(tmp_pa
 def test_check_reachable_probes_the_bootstrap_servers_before_a_client_is_built() -> None:
     import socket
 
-    from streaming_app.kafka_client import _host_port, check_reachable
+    from streaming_app.sources.kafka.client import _host_port, check_reachable
 
     assert _host_port("broker:9093") == ("broker", 9093)
     assert _host_port(" broker ") == ("broker", 9092)

@@ -6,9 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from streaming_app.config import load_config
 from streaming_app.errors import ConfigError
-from streaming_app.keyed import (
+from streaming_app.jobs.keyed import (
     BadRows,
     CsvSpec,
     add_sums,
@@ -18,6 +17,7 @@ from streaming_app.keyed import (
     subtract_sums,
     update_sum,
 )
+from streaming_app.settings.schema import load_config
 
 FIELDS = ("transactionId", "customerId", "itemId", "amountPaid")
 SPEC = CsvSpec.of(FIELDS, "customerId", "amountPaid", ",", True)
@@ -143,7 +143,13 @@ def test_a_valid_window() -> None:
 
 
 def test_window_sums_keep_a_key_while_a_batch_has_it_even_at_zero() -> None:
-    from streaming_app.jobs import add_present, present, subtract_present, sum_only, with_presence
+    from streaming_app.jobs.counting import (
+        add_present,
+        present,
+        subtract_present,
+        sum_only,
+        with_presence,
+    )
 
     refund = add_present(with_presence(("c", Decimal(5)))[1], with_presence(("c", Decimal(-5)))[1])
     assert refund == (Decimal(0), 2) and present(("c", refund))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from streaming_app.listener import LoggingListener
-from streaming_app.metrics import MetricsRecorder, known, progress_line
-from streaming_app.metrics_report import BatchMetrics, read_metrics, summarize
+from streaming_app.driver.listener import LoggingListener
+from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
+from streaming_app.tools.report import BatchMetrics, read_metrics, summarize
 
 T0 = 1_795_000_000_000
 
@@ -53,12 +53,12 @@ def test_unknown_records_stay_unknown_in_the_report(tmp_path: Path) -> None:
 
 def test_progress_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:
     recorder = MetricsRecorder(None, progress=True)
-    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
         recorder.record(batch(0))
     assert "records=100 processing=0.40s scheduling_delay=0.01s total_delay=0.41s" in caplog.text
     quiet = MetricsRecorder(None, progress=False)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
         quiet.record(batch(1))
     assert caplog.text == ""
 
@@ -73,7 +73,7 @@ def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     recorder = MetricsRecorder(None, progress=False)
-    with caplog.at_level(logging.INFO, logger="streaming_app.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
         for n, delay in enumerate([100, 900, 1800, 2600, 3500, 4400, 5300]):
             recorder.record(batch(n, delay))
         assert caplog.text.count("cannot keep up") == 1
@@ -89,7 +89,7 @@ def test_a_delay_under_the_interval_is_not_falling_behind(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     recorder = MetricsRecorder(None, progress=False)
-    with caplog.at_level(logging.WARNING, logger="streaming_app.metrics"):
+    with caplog.at_level(logging.WARNING, logger="streaming_app.driver.metrics"):
         for n, delay in enumerate([10, 20, 30, 40, 50, 60]):
             recorder.record(batch(n, delay))
     assert "cannot keep up" not in caplog.text
@@ -156,7 +156,7 @@ def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) 
 
 
 def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
-    from streaming_app.kafka_source import _note_figures
+    from streaming_app.sources.kafka.stream import _note_figures
 
     _note_figures(T0, 55, 9)
     keep = _Keep()

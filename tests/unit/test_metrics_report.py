@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner, Result
 from numpy.typing import ArrayLike
 
-from streaming_app.cli_report import report
+from streaming_app.cli.report import report
 from streaming_app.errors import ConfigError
-from streaming_app.metrics_report import (
+from streaming_app.tools.report import (
     PLOT_MISSING,
     delay_growing,
     format_summary,

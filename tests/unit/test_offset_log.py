@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.common.fs import LocalFs
 from streaming_app.errors import CheckpointError
-from streaming_app.fs import LocalFs
-from streaming_app.offset_log import CommitLog, OffsetLog, retention_ms, uncommitted
-from streaming_app.offsets import OffsetRange
+from streaming_app.sources.kafka.offset_log import CommitLog, OffsetLog, retention_ms, uncommitted
+from streaming_app.sources.kafka.offsets import OffsetRange
 
 RANGES = [OffsetRange("t", 0, 0, 7), OffsetRange("t", 1, 3, 3)]
 
@@ -107,7 +107,7 @@ def test_retention_covers_two_checkpoint_intervals_and_a_margin() -> None:
 
 
 def test_prune_horizon_follows_the_oldest_spark_checkpoint_file() -> None:
-    from streaming_app.offset_log import prune_horizon
+    from streaming_app.sources.kafka.offset_log import prune_horizon
 
     assert prune_horizon(900_000, ["offsets", "commits"], 1000, 10_000) is None
     # Checkpoint files keep up: the retention window decides.
@@ -129,7 +129,7 @@ def test_newest_is_listed_once_then_kept_up_to_date(offsets: OffsetLog, tmp_path
 
 
 def test_a_window_keeps_the_log_back_as_far_as_it_reaches() -> None:
-    from streaming_app.offset_log import prune_horizon
+    from streaming_app.sources.kafka.offset_log import prune_horizon
 
     names = ["checkpoint-890000", "checkpoint-900000"]
     plain = prune_horizon(900_000, names, 1000, 10_000)

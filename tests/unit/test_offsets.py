@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streaming_app.errors import SourceDataLostError
-from streaming_app.offsets import (
+from streaming_app.sources.kafka.offsets import (
     BrokerOffsets,
     OffsetRange,
     cap_for,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from streaming_app.errors import OutputError
-from streaming_app.output import (
+from streaming_app.sinks.files_layout import (
     batch_of,
     format_total,
     format_totals,
@@ -143,7 +143,7 @@ def test_format_totals_of_nothing_is_empty() -> None:
 def test_counts_and_exact_sums_read_back_as_written(tmp_path: Path) -> None:
     from decimal import Decimal
 
-    from streaming_app.output import format_total, parse_value, read_totals_dir
+    from streaming_app.sinks.files_layout import format_total, parse_value, read_totals_dir
 
     values = {"a": 3, "b": -2, "c": Decimal("10.50"), "d": Decimal("-0.01"), "e": Decimal("1E+3")}
     part = tmp_path / "part-00000"

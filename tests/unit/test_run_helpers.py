@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.config import AppConfig, load_config
+from streaming_app.common.failure_text import failure_summary
+from streaming_app.driver.run import check_checkpoint_location, ensure_writable_dir
+from streaming_app.driver.stopping import StopRequest
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
-from streaming_app.run import (
-    StopRequest,
-    check_checkpoint_location,
-    ensure_writable_dir,
-    failure_summary,
-)
+from streaming_app.settings.schema import AppConfig, load_config
 
 
 def test_ensure_writable_dir_creates_missing_parents(tmp_path: Path) -> None:
@@ -169,7 +166,7 @@ def test_run_refuses_a_local_checkpoint_with_a_cluster_master_before_spark_start
 def test_a_file_uri_checkpoint_counts_as_local_and_submit_args_name_the_master(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streaming_app.run import effective_master
+    from streaming_app.driver.run import effective_master
 
     with pytest.raises(ConfigError):
         check_checkpoint_location(_located(f"file://{tmp_path}"), "spark://h:7077", "hdfs://n")
@@ -194,8 +191,8 @@ class _FakeSc:
 @pytest.mark.parametrize(
     ("master", "daemon"),
     [
-        ("local[2]", "streaming_app.worker_daemon"),
-        ("local", "streaming_app.worker_daemon"),
+        ("local[2]", "streaming_app.driver.worker_daemon"),
+        ("local", "streaming_app.driver.worker_daemon"),
         # Executors may have the app only in the --py-files zip: Spark's own daemon.
         ("spark://127.0.0.1:7077", "pyspark.daemon"),
         ("yarn", "pyspark.daemon"),
@@ -204,7 +201,7 @@ class _FakeSc:
 def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
     master: str, daemon: str
 ) -> None:
-    from streaming_app.context import DAEMON_MODULE, choose_worker_daemon
+    from streaming_app.driver.factory import DAEMON_MODULE, choose_worker_daemon
 
     sc = _FakeSc(master)
     choose_worker_daemon(sc, load_config(cli={"checkpoint_dir": "c"}))  # type: ignore[arg-type]
@@ -212,7 +209,7 @@ def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
 
 
 def test_a_daemon_given_with_spark_conf_is_left_alone() -> None:
-    from streaming_app.context import choose_worker_daemon
+    from streaming_app.driver.factory import choose_worker_daemon
 
     sc = _FakeSc("local[2]")
     config = load_config(

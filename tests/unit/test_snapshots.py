@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streaming_app.config import load_config
+from streaming_app.common.fs import LocalFs
 from streaming_app.errors import ConfigError
-from streaming_app.fs import LocalFs
-from streaming_app.input_files import InputFilesLog, base_name, visible_names
-from streaming_app.offsets import OffsetRange
-from streaming_app.restore import Seed, hadoop_literal, seeded_config
-from streaming_app.snapshot_sink import SnapshotSettings, is_due
-from streaming_app.snapshots import (
+from streaming_app.recovery.restore import Seed, hadoop_literal, seeded_config
+from streaming_app.recovery.snapshot_writer import SnapshotSettings, is_due
+from streaming_app.recovery.snapshots import (
     MANIFEST,
     Manifest,
     find_snapshot,
@@ -26,6 +23,9 @@ from streaming_app.snapshots import (
     starting_offsets_spec,
     to_prune,
 )
+from streaming_app.settings.schema import load_config
+from streaming_app.sources.files_log import InputFilesLog, base_name, visible_names
+from streaming_app.sources.kafka.offsets import OffsetRange
 
 KAFKA = Manifest(
     batch_time_ms=6000,

@@ -9,8 +9,9 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from streaming_app.keyed import BadRows, add_sums, update_sum
-from streaming_app.state import (
+from streaming_app.jobs.keyed import BadRows, add_sums, update_sum
+from streaming_app.jobs.text import add_counts, update_count
+from streaming_app.state.buckets import (
     NO_BUCKET,
     batch_items,
     bucket_items,
@@ -21,7 +22,6 @@ from streaming_app.state import (
     merge_parts,
     merge_states,
 )
-from streaming_app.text import add_counts, update_count
 
 
 def test_bucket_of_is_stable_and_in_range() -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from streaming_app.cli import cli
+from streaming_app.cli.main import cli
 from streaming_app.errors import EXIT_CHECKPOINT, EXIT_CRASH, EXIT_OK, EXIT_USAGE
-from streaming_app.supervise import Policy, Supervisor, describe, is_crash, run_command
+from streaming_app.tools.supervise import Policy, Supervisor, describe, is_crash, run_command
 
 FAST = Policy(max_failures=5, failure_window=60, backoff=0.01, max_backoff=0.05)
 
@@ -60,7 +60,7 @@ def test_a_crash_loop_stops_with_a_message(
 ) -> None:
     policy = Policy(max_failures=3, failure_window=60, backoff=0.01, max_backoff=0.01)
     supervisor = Supervisor(script(tmp_path, "sys.exit(1)\n"), policy)
-    with caplog.at_level(logging.INFO, logger="streaming_app.supervise"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.tools.supervise"):
         assert supervisor.run() == EXIT_CRASH
     assert supervisor.starts == 3
     assert "crash loop: the driver crashed 3 times within 60 s" in caplog.text

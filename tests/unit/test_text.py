@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from streaming_app.text import (
+from streaming_app.jobs.text import (
     CHUNK_LINES,
     DEFAULT_TOKEN_PATTERN,
     _compiled,

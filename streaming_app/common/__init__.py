@@ -1,0 +1,1 @@
+"""Building blocks below every stage: file systems, batch times, retries, Spark's environment."""

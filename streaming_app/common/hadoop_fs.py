@@ -1,0 +1,97 @@
+"""Driver-side file operations through Spark's Hadoop FileSystem, so paths may be HDFS/S3 URIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import SparkContext
+
+from streaming_app.common.fs import temp_path
+
+
+class HadoopFs:
+    """The few FileSystem calls the sinks need, on the filesystem of one base path."""
+
+    def __init__(self, sc: SparkContext, base: str) -> None:
+        self._init(sc._jvm, sc._jsc.hadoopConfiguration(), base)
+
+    def _init(self, jvm: Any, hadoop_conf: Any, base: str) -> None:
+        self._jvm = jvm
+        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(hadoop_conf)
+
+    @classmethod
+    def from_gateway(cls, base: str) -> HadoopFs:
+        """A HadoopFs before any SparkContext exists: Spark's default Hadoop configuration."""
+        SparkContext._ensure_initialized()
+        jvm: Any = SparkContext._jvm
+        fs = cls.__new__(cls)
+        fs._init(jvm, jvm.org.apache.spark.deploy.SparkHadoopUtil.get().conf(), base)
+        return fs
+
+    def _path(self, path: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists."""
+        return bool(self._fs.exists(self._path(path)))
+
+    def delete(self, path: str) -> None:
+        """Delete a file or a directory tree; a missing path is not an error."""
+        self._fs.delete(self._path(path), True)
+
+    def rename(self, source: str, target: str) -> None:
+        """Rename `source` to `target`, which must not exist (atomic on HDFS and POSIX)."""
+        if not self._fs.rename(self._path(source), self._path(target)):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def publish_dir(self, temp: str, final: str) -> None:
+        """Move a fully written directory into place, replacing an earlier one of that name.
+
+        A replay writes the same content again; the renames keep the gap in which a
+        reader sees no directory tiny, and a reader never sees a partial one.
+        """
+        if self.exists(final):
+            head, _, name = final.rstrip("/").rpartition("/")
+            aside = f"{head}/_replaced-{name}"
+            self.delete(aside)
+            self.rename(final, aside)
+            self.rename(temp, final)
+            self.delete(aside)
+        else:
+            self.rename(temp, final)
+
+    def list_names(self, directory: str) -> list[str]:
+        """Names of the entries of a directory; empty if it does not exist."""
+        path = self._path(directory)
+        if not self._fs.exists(path):
+            return []
+        return [status.getPath().getName() for status in self._fs.listStatus(path)]
+
+    def mkdirs(self, directory: str) -> None:
+        """Create a directory and its parents."""
+        self._fs.mkdirs(self._path(directory))
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of a file."""
+        stream = self._fs.open(self._path(path))
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write a file so that readers see all of it or none: temp file, then rename.
+
+        The target is replaced if it exists (delete, then rename: HDFS's rename does
+        not overwrite); a reader may then briefly see no file, never a partial one.
+        """
+        temp = temp_path(path)
+        out = self._fs.create(self._path(temp), True)
+        try:
+            out.write(bytearray(data))
+            out.hsync()
+        finally:
+            out.close()
+        if self.exists(path):
+            self.delete(path)
+        self.rename(temp, path)

@@ -1,0 +1,40 @@
+"""The environment PySpark reads when it launches a JVM: conf dir, master, Python, loopback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def repo_conf_dir() -> str | None:
+    """The `conf/` directory of a source checkout (or editable install), if there is one."""
+    candidate = Path(__file__).resolve().parents[2] / "conf"
+    return str(candidate) if (candidate / "spark-defaults.conf").is_file() else None
+
+
+def under_spark_submit() -> bool:
+    """Whether spark-submit launched us (it then owns the JVM, master and conf)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def prepare_spark_env(master: str, spark_conf_dir: str | None) -> None:
+    """Set the environment PySpark reads when it launches the JVM (only if we launch it)."""
+    if under_spark_submit():
+        return
+    # Workers must run this interpreter, which has streaming_app and its deps installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf_dir = spark_conf_dir or os.environ.get("SPARK_CONF_DIR") or repo_conf_dir()
+    if conf_dir:
+        os.environ["SPARK_CONF_DIR"] = conf_dir
+    if master.startswith("local"):
+        # Servers bind to loopback unless told otherwise.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        # The master must be a JVM system property: on recovery Spark rebuilds the
+        # SparkConf from the checkpoint and takes only spark.master from the launch.
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--master {shlex.quote(master)} pyspark-shell"

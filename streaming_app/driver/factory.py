@@ -1,0 +1,149 @@
+"""The one factory, `create_context`: the whole DStream graph handed to getOrCreate."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark import SparkConf, SparkContext
+from pyspark.streaming import DStream, StreamingContext
+
+from streaming_app.common.hadoop_fs import HadoopFs
+from streaming_app.jobs.counting import (
+    csv_spec,
+    per_partition,
+    pre_aggregated,
+    reduce_functions,
+    update_function,
+    values_only,
+)
+from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
+from streaming_app.recovery.restore import Seed, seed_state, seeded_config
+from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
+from streaming_app.settings.schema import AppConfig, spark_seconds
+from streaming_app.sinks.attach import attach_sinks
+from streaming_app.sources.build import build_source
+from streaming_app.state.buckets import batch_buckets, batch_items, keep_totals
+
+log = logging.getLogger(__name__)
+
+# Spark settings the app relies on; conf/spark-defaults.conf or --spark-conf may override.
+ESSENTIAL_SPARK_CONF = {
+    # SIGTERM to the JVM also finishes the batches in flight.
+    "spark.streaming.stopGracefullyOnShutdown": "true",
+    # The batched block-metadata log is closed before a graceful stop has allocated the
+    # last received blocks, so the stop would wait out its whole timeout.
+    "spark.streaming.driver.writeAheadLog.allowBatching": "false",
+}
+
+DAEMON_MODULE = "spark.python.daemon.module"
+
+
+def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
+    """Python workers fork from the app's preloaded daemon on a local master.
+
+    On a cluster Spark's own daemon stays: executors may have the app only in the
+    --py-files zip, which a worker adds to its path but a daemon could not import.
+    Set on the live conf at every start (a checkpoint would keep a stale choice);
+    `--spark-conf spark.python.daemon.module=...` overrides it.
+    """
+    if any(key == DAEMON_MODULE for key, _ in config.spark_conf):
+        return
+    local = str(sc.master).startswith("local")
+    sc._conf.set(DAEMON_MODULE, "streaming_app.driver.worker_daemon" if local else "pyspark.daemon")
+
+
+def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tuple[Any, Any]:
+    """Each batch's value per key (word counts, or the keyed-sum job's exact sums), and
+    with state buckets the same values as batch_buckets (what the state is updated with).
+    """
+    if config.state_buckets:
+        reduce = reduce_functions(config)[0]
+        batch = batch_buckets(
+            per_partition(lines, config), config.state_buckets, reduce, partitions
+        )
+        pairs = batch.flatMap(batch_items)
+    else:
+        batch = None
+        pairs = pre_aggregated(lines, config, partitions)
+    if config.job == "keyed-sum":
+        from streaming_app.jobs.keyed import report_bad_rows
+
+        spec = csv_spec(config)
+        # Bad rows travel as one (None, BadRows) pair, which values_only drops.
+        pairs.foreachRDD(lambda t, rdd: report_bad_rows(t, rdd, spec))
+    return values_only(pairs, config), batch
+
+
+def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingContext:
+    """Build a new StreamingContext with source, word counts, running totals and sinks.
+
+    Only called when there is no checkpoint: on recovery Spark rebuilds this graph
+    from the checkpoint, with the settings captured here at creation time. With a
+    seed, the totals start from a snapshot and the source resumes at its position.
+    """
+    if seed is not None:
+        config = seeded_config(config, seed)
+    log.info(
+        "Creating new context: source=%s batch_interval=%gs checkpoint_interval=%gs "
+        "checkpoint_dir=%s%s",
+        config.source,
+        config.batch_interval,
+        config.checkpoint_ms / 1000,
+        config.checkpoint_dir,
+        f" seeded from snapshot {seed.path}" if seed else "",
+    )
+    conf = SparkConf().setAppName(config.app_name)
+    for key, value in ESSENTIAL_SPARK_CONF.items():
+        conf.setIfMissing(key, value)
+    # Set, not setIfMissing: the launcher turns progress bars on for pyspark-shell, and
+    # they would garble the console sink's lines. --spark-conf can still turn them on.
+    conf.set("spark.ui.showConsoleProgress", "false")
+    if config.source == "socket":
+        # Received lines go to a write-ahead log in the checkpoint directory, so that
+        # batches recomputed after a restart still have their input (otherwise the
+        # totals would fall back to the last state checkpoint).
+        conf.set("spark.streaming.receiver.writeAheadLog.enable", "true")
+    for key, value in config.spark_conf:
+        conf.set(key, value)
+    sc = SparkContext.getOrCreate(conf)
+    ssc = StreamingContext(sc, spark_seconds(config.batch_ms))  # type: ignore[arg-type]
+    ssc.checkpoint(config.checkpoint_dir)
+    metadata = CheckpointMetadata.for_config(
+        config,
+        seeded_from=seed.path if seed else None,
+        seeded_batch_ms=seed.manifest.batch_time_ms if seed else None,
+    )
+    # Written before Spark's first checkpoint file, so every checkpoint has its record.
+    write_metadata(HadoopFs(sc, config.checkpoint_dir), config.checkpoint_dir, metadata)
+
+    initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
+    lines = build_source(ssc, config, seeded_files)
+    # As many partitions as updateStateByKey and reduceByKey would take by default.
+    partitions = sc.defaultParallelism
+    counts, batch = batch_counts(lines, config, partitions)
+    state, totals_of = keep_totals(
+        counts, batch, update_function(config), config.state_buckets, partitions, initial
+    )
+    state.checkpoint(spark_seconds(config.checkpoint_ms))
+    attach_sinks(state, totals_of, counts, config, metadata.app_id)
+    if config.window is not None:
+        from streaming_app.jobs.windows import attach_window_sinks, windowed
+
+        attach_window_sinks(windowed(counts, config), config)
+    if config.snapshot_keep:
+        snapshots = SnapshotSettings(
+            directory=config.snapshots_at,
+            interval_ms=config.snapshot_ms,
+            keep=config.snapshot_keep,
+            source=config.source,
+            checkpoint_dir=config.checkpoint_dir,
+            input_dir=config.input_dir,
+            context_id=metadata.app_id,
+        )
+        state.foreachRDD(lambda t, rdd: write_snapshot(t, totals_of(rdd), snapshots))
+    if config.source == "kafka":
+        from streaming_app.sources.kafka.stream import attach_commit
+
+        attach_commit(state, config)  # last: a batch is committed once every sink has it
+    return ssc

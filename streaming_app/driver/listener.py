@@ -1,0 +1,93 @@
+"""A StreamingListener that turns Spark's streaming events into the app's own log lines."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.streaming.listener import StreamingListener
+
+from streaming_app.driver.metrics import MetricsRecorder, known, now_ms
+from streaming_app.settings.schema import AppConfig
+from streaming_app.tools.report import BatchMetrics
+
+log = logging.getLogger(__name__)
+
+
+class LoggingListener(StreamingListener):
+    """Logs receiver errors as one-line warnings; hands each completed batch to metrics."""
+
+    def __init__(
+        self, recorder: MetricsRecorder | None = None, source: str = "", batch_ms: int = 0
+    ) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.source = source
+        self.batch_ms = batch_ms
+
+    @classmethod
+    def for_config(cls, config: AppConfig) -> LoggingListener:
+        """The listener of a run: metrics as configured."""
+        recorder = MetricsRecorder(config.metrics_file, config.progress)
+        return cls(recorder, config.source, config.batch_ms)
+
+    def onReceiverStarted(self, receiverStarted: Any) -> None:  # noqa: N802, N803 (Spark API)
+        """A receiver (the socket source) started."""
+        try:
+            info = receiverStarted.receiverInfo()
+            log.info("receiver %s started on %s", info.name(), info.location())
+        except Exception:  # a listener must never break the stream
+            log.debug("could not describe started receiver", exc_info=True)
+
+    def onReceiverError(self, receiverError: Any) -> None:  # noqa: N802, N803
+        """A receiver reported an error; Spark restarts it after a delay."""
+        self._warn(receiverError)
+
+    def onReceiverStopped(self, receiverStopped: Any) -> None:  # noqa: N802, N803
+        """A receiver stopped: on purpose, or to restart after an error (unreachable socket)."""
+        self._warn(receiverStopped)
+
+    @staticmethod
+    def _warn(event: Any) -> None:
+        try:
+            info = event.receiverInfo()
+            message = str(info.lastErrorMessage() or "")
+            if not message or message == "Stopped by driver":
+                return
+            log.warning("receiver %s: %s; Spark keeps retrying", info.name(), message)
+        except Exception:
+            log.warning("a receiver reported an error; Spark keeps retrying")
+
+    def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N802, N803
+        """A batch finished all its output operations: record its metrics."""
+        if self.recorder is None:
+            return
+        try:
+            record = self._record(batchCompleted.batchInfo())
+        except Exception:
+            log.debug("could not describe completed batch", exc_info=True)
+            return
+        self.recorder.record(record)
+
+    def _record(self, info: Any) -> BatchMetrics:
+        batch_ms = int(info.batchTime().milliseconds())
+        records: int | None = int(info.numRecords())
+        lag = None
+        if self.source == "kafka":
+            # Our Kafka stream is a transform Spark does not count; the source knows.
+            from streaming_app.sources.kafka.stream import batch_figures
+
+            figures = batch_figures(batch_ms)
+            records, lag = figures if figures else (None, None)
+        elif self.source == "files":
+            records = None  # Spark's file stream reports 0 records, whatever it read
+        return BatchMetrics(
+            batch_time_ms=batch_ms,
+            batch_interval_ms=self.batch_ms,
+            records=records,
+            processing_ms=known(int(info.processingDelay())),
+            scheduling_delay_ms=known(int(info.schedulingDelay())),
+            total_delay_ms=known(int(info.totalDelay())),
+            kafka_lag=lag,
+            completed_ms=now_ms(),
+        )

@@ -1,0 +1,104 @@
+"""Per-batch metrics: one JSON line per completed batch, a progress line, a falling-behind warning.
+
+Fed by the StreamingListener (listener.py) on the driver. The format is documented in
+docs/metrics.md and read back by `streaming-app report` (metrics_report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+from streaming_app.tools.report import BatchMetrics, delay_growing
+
+log = logging.getLogger("streaming_app.driver.metrics")
+
+# Batches of rising scheduling delay before the app says it cannot keep up.
+GROWTH_WINDOW = 5
+
+
+def known(value: int) -> int | None:
+    """Spark's "unknown" (-1) as None."""
+    return value if value >= 0 else None
+
+
+def progress_line(record: BatchMetrics) -> str:
+    """The human line for one batch, e.g. for `docker compose logs -f`."""
+    stamp = datetime.fromtimestamp(record.batch_time_ms / 1000, tz=timezone.utc)
+
+    def seconds(ms: int | None) -> str:
+        return "?" if ms is None else f"{ms / 1000:.2f}s"
+
+    parts = [
+        f"batch {stamp:%H:%M:%S} UTC",
+        f"records={'?' if record.records is None else record.records}",
+        f"processing={seconds(record.processing_ms)}",
+        f"scheduling_delay={seconds(record.scheduling_delay_ms)}",
+        f"total_delay={seconds(record.total_delay_ms)}",
+    ]
+    if record.kafka_lag is not None:
+        parts.append(f"kafka_lag={record.kafka_lag}")
+    return " ".join(parts)
+
+
+class MetricsRecorder:
+    """Writes, logs and watches the completed batches of one driver process."""
+
+    def __init__(self, metrics_file: str | None, progress: bool) -> None:
+        self.metrics_file = metrics_file
+        self.progress = progress
+        self.delays: deque[int] = deque(maxlen=GROWTH_WINDOW)
+        self.warned = False
+        self._lock = threading.Lock()
+
+    def record(self, batch: BatchMetrics) -> None:
+        """Handle one completed batch; never raises (a listener must not break the stream)."""
+        with self._lock:
+            if self.progress:
+                log.info("%s", progress_line(batch))
+            self._watch(batch)
+            if self.metrics_file:
+                self._append(batch)
+
+    def _watch(self, batch: BatchMetrics) -> None:
+        if batch.scheduling_delay_ms is None:
+            return
+        self.delays.append(batch.scheduling_delay_ms)
+        growing = delay_growing(list(self.delays), batch.batch_interval_ms, GROWTH_WINDOW)
+        if growing and not self.warned:
+            self.warned = True
+            log.warning(
+                "scheduling delay grew for %d batches in a row to %.1f s (batch interval "
+                "%.1f s): the job cannot keep up with its input. Lower max_rate_per_partition "
+                "(Kafka), add cores or raise the batch interval",
+                GROWTH_WINDOW,
+                batch.scheduling_delay_ms / 1000,
+                batch.batch_interval_ms / 1000,
+            )
+        elif self.warned and batch.scheduling_delay_ms <= batch.batch_interval_ms:
+            self.warned = False
+            log.info("scheduling delay is back under one batch interval: the job keeps up")
+
+    def _append(self, batch: BatchMetrics) -> None:
+        assert self.metrics_file is not None
+        line = json.dumps(asdict(batch), separators=(",", ":")) + "\n"
+        try:
+            # One write of a whole line with O_APPEND: lines of two runs never interleave.
+            fd = os.open(self.metrics_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("could not append to metrics_file %s: %s", self.metrics_file, exc)
+
+
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds."""
+    return int(time.time() * 1000)

@@ -1,0 +1,1 @@
+"""Surviving crashes and upgrades: checkpoint metadata, the guard, snapshots, restoring."""

@@ -1,0 +1,195 @@
+"""Writing state snapshots from the running stream: an output operation on the totals."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from streaming_app import __version__
+from streaming_app.common.fs import FileSystem, join
+from streaming_app.jobs.keyed import EXACT
+from streaming_app.recovery.snapshots import (
+    MANIFEST,
+    TEMP_PREFIX,
+    Manifest,
+    format_line,
+    kafka_position,
+    read_manifest,
+    snapshot_batch,
+    snapshot_name,
+    snapshot_times,
+    to_prune,
+)
+from streaming_app.sources.files_log import InputFilesLog, visible_names
+from streaming_app.sources.kafka.offset_log import OffsetLog
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """What the snapshot output operation captures into the checkpoint."""
+
+    directory: str
+    interval_ms: int
+    keep: int
+    source: str
+    checkpoint_dir: str
+    input_dir: str | None
+    context_id: str  # the metadata app_id of the context whose snapshots may be chained
+
+
+PART_FILE = "part-00000"
+
+
+def is_due(batch_ms: int, settings: SnapshotSettings) -> bool:
+    """Snapshots fall on multiples of the interval, so a replayed batch rewrites the same one."""
+    return settings.keep > 0 and batch_ms % settings.interval_ms == 0
+
+
+def write_snapshot(
+    batch_time: datetime, rdd: RDD[tuple[str, int]], settings: SnapshotSettings
+) -> None:
+    """Write the totals of a due batch as a snapshot; a failure is a warning, not a crash."""
+    from streaming_app.sinks.attach import epoch_ms
+
+    batch_ms = epoch_ms(batch_time)
+    if not is_due(batch_ms, settings):
+        return
+    try:
+        path = _write(batch_ms, rdd, settings)
+        if path is None:
+            return
+    except Exception as exc:  # the checkpoint still protects the state; retried next time
+        log.warning(
+            "batch_time_ms=%d: could not write the state snapshot to %s (%s); the next "
+            "one is due in %g s",
+            batch_ms,
+            settings.directory,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            settings.interval_ms / 1000,
+        )
+        return
+    log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
+
+
+def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings) -> str | None:
+    from streaming_app.common.hadoop_fs import HadoopFs
+
+    fs = HadoopFs(rdd.context, settings.directory)
+    times = snapshot_times(fs, settings.directory)
+    if _needless(fs, times, batch_ms, settings):
+        return None
+    log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
+    position = _position(rdd, batch_ms, settings, fs, log_fs, times)
+    temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
+    final = join(settings.directory, snapshot_name(batch_ms))
+    fs.delete(temp)  # left over from a run killed while writing this snapshot
+    # One job on the cached state and one file written by the driver: a Hadoop output
+    # job (task commit, renames, _SUCCESS) costs a second or more per snapshot on 2 cores.
+    pairs = rdd.collect()
+    words, total = len(pairs), sum(count for _, count in pairs)
+    if pairs and isinstance(pairs[0][1], Decimal):
+        # An exact sum stays exact in JSON: a string (and not the 28-digit builtin sum).
+        total = format(reduce(EXACT.add, (count for _, count in pairs)), "f")
+    body_lines = "".join(format_line(pair) + "\n" for pair in pairs)
+    fs.mkdirs(temp)
+    fs.write_atomic(join(temp, PART_FILE), body_lines.encode("utf-8"))
+    manifest = Manifest(
+        batch_time_ms=batch_ms,
+        source=settings.source,
+        created_at_ms=int(time.time() * 1000),
+        app_version=__version__,
+        words=words,
+        total=total,
+        position=position,
+        context_id=settings.context_id,
+    )
+    fs.publish_dir(temp, final)
+    # The manifest last, as the commit marker: a directory rename is a copy on object
+    # stores, and a snapshot without its manifest is never restored from.
+    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
+    fs.write_atomic(join(final, MANIFEST), body.encode("utf-8"))
+    names = fs.list_names(settings.directory)
+    doomed = to_prune(names, settings.keep, batch_ms)
+    for name in doomed:
+        fs.delete(join(settings.directory, name))
+    kept = sorted(t for n in names if n not in doomed and (t := snapshot_batch(n)) is not None)
+    if settings.source == "files" and kept:
+        # Entries that the oldest kept snapshot already includes are not needed any more.
+        InputFilesLog(log_fs, settings.checkpoint_dir).prune(kept[0] + 1)
+    return final
+
+
+def _needless(fs: FileSystem, times: list[int], batch_ms: int, settings: SnapshotSettings) -> bool:
+    """A batch replayed after recovery: its snapshot is there already, or would be pruned."""
+    if sum(1 for t in times if t > batch_ms) >= settings.keep:
+        return True
+    if batch_ms not in times:
+        return False
+    try:
+        read_manifest(fs, join(settings.directory, snapshot_name(batch_ms)))
+    except ValueError:
+        return False  # damaged: write it again
+    log.debug("snapshot batch_time_ms=%d exists (a replayed batch); kept", batch_ms)
+    return True
+
+
+def _position(
+    rdd: RDD[Any],
+    batch_ms: int,
+    settings: SnapshotSettings,
+    fs: FileSystem,
+    log_fs: FileSystem,
+    times: list[int],
+) -> dict[str, Any]:
+    if settings.source == "kafka":
+        ranges = OffsetLog(log_fs, settings.checkpoint_dir).read_ranges(batch_ms)
+        if ranges is None:
+            raise RuntimeError(f"the offset log has no entry for batch_time_ms={batch_ms}")
+        return kafka_position(ranges)
+    if settings.source == "files":
+        return {"files": sorted(_files_counted(rdd, batch_ms, settings, fs, log_fs, times))}
+    return {}  # a socket cannot be replayed from a position
+
+
+def _files_counted(
+    rdd: RDD[Any],
+    batch_ms: int,
+    settings: SnapshotSettings,
+    fs: FileSystem,
+    log_fs: FileSystem,
+    times: list[int],
+) -> set[str]:
+    """Files the totals as of `batch_ms` include (or that the stream skipped at its start).
+
+    The newest earlier snapshot of this context, plus the files logged since, limited
+    to those still in the input directory (a file moved away needs no remembering).
+    """
+    from streaming_app.common.hadoop_fs import HadoopFs
+
+    assert settings.input_dir is not None
+    counted: set[str] = set()
+    after: int | None = None
+    for earlier in reversed([t for t in times if t < batch_ms]):
+        try:
+            manifest = read_manifest(fs, join(settings.directory, snapshot_name(earlier)))
+        except ValueError:
+            continue
+        if manifest.context_id == settings.context_id:
+            counted, after = set(manifest.files()), earlier
+        break
+    counted |= InputFilesLog(log_fs, settings.checkpoint_dir).files_between(after, batch_ms)
+    present = set(
+        visible_names(HadoopFs(rdd.context, settings.input_dir).list_names(settings.input_dir))
+    )
+    return counted & present

@@ -1,0 +1,1 @@
+"""The settings: their schema and rules, loaded from files, the environment and flags."""

@@ -1,0 +1,162 @@
+"""The postgres sink as an output operation: each batch's changed totals in one transaction.
+
+The DSN is today's (from config or environment), never checkpointed: it may carry a
+password, and a restarted driver must be able to point at a moved server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.common.fs import FileSystem
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+    from streaming_app.sinks.postgres.writer import PostgresWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """What the postgres output operation captures into the checkpoint: no credentials."""
+
+    table: str
+    source: str
+    checkpoint_dir: str
+    batch_ms: int
+    context_id: str  # the checkpoint metadata's app_id: a new one means a new state
+    numeric: bool = False  # keyed-sum: exact decimal sums (a default: older checkpoints)
+
+
+@dataclass(frozen=True)
+class WindowTarget:
+    """The window table's output operation: `<table>_window`, replaced every slide."""
+
+    table: str
+    numeric: bool = False
+
+
+@dataclass
+class _Runtime:
+    dsn: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+    writers: dict[str, PostgresWriter] = field(default_factory=dict)
+
+
+_RUNTIME = _Runtime()
+
+
+def configure_postgres(dsn: str | None, stop: threading.Event) -> None:
+    """Give this driver process today's DSN (empty: libpq's PG* environment) and stop signal."""
+    _RUNTIME.dsn = dsn or ""
+    _RUNTIME.stop = stop
+    for writer in _RUNTIME.writers.values():
+        writer.close()
+    _RUNTIME.writers.clear()
+
+
+def _writer(table: str, numeric: bool = False) -> PostgresWriter:
+    from streaming_app.sinks.postgres.writer import PostgresWriter
+
+    writer = _RUNTIME.writers.get(table)
+    if writer is None:
+        value_type = "numeric" if numeric else "bigint"
+        writer = PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop, value_type=value_type)
+        writer.ensure_schema()
+        _RUNTIME.writers[table] = writer
+    return writer
+
+
+def write_window_postgres(
+    batch_time: datetime, rdd: RDD[tuple[str, Any]], target: WindowTarget
+) -> None:
+    """Replace the window table by the window ending at this batch (a replay changes nothing)."""
+    from streaming_app.sinks.attach import epoch_ms
+
+    batch_ms = epoch_ms(batch_time)
+    rows = rdd.collect()
+    if not _writer(target.table, target.numeric).write_window(batch_ms, rows):
+        log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
+
+
+def _flag_changed(pair: tuple[str, tuple[int, int | None]]) -> tuple[str, tuple[int, bool]]:
+    return pair[0], (pair[1][0], pair[1][1] is not None)
+
+
+def with_changes(
+    batch_time: datetime, totals: RDD[tuple[str, int]], counts: RDD[tuple[str, int]]
+) -> RDD[tuple[str, tuple[int, bool]]]:
+    """Each total with whether this batch changed it (transformWith of totals and counts)."""
+    return totals.leftOuterJoin(counts).map(_flag_changed)
+
+
+def _changed(item: tuple[str, tuple[int, bool]]) -> bool:
+    return item[1][1]
+
+
+def _row(item: tuple[str, tuple[int, bool]]) -> tuple[str, int]:
+    return item[0], item[1][0]
+
+
+def source_position(fs: FileSystem, source: str, checkpoint_dir: str, batch_ms: int) -> Any:
+    """What a batch read: Kafka end offsets, or the input files; None for a socket."""
+    if source == "kafka":
+        from streaming_app.recovery.snapshots import kafka_position
+        from streaming_app.sources.kafka.offset_log import OffsetLog
+
+        ranges = OffsetLog(fs, checkpoint_dir).read_ranges(batch_ms) or []
+        return kafka_position(ranges)
+    if source == "files":
+        from streaming_app.sources.files_log import InputFilesLog
+
+        record = InputFilesLog(fs, checkpoint_dir).read(batch_ms) or {}
+        return {"files": record.get("files", [])}
+    return None
+
+
+def write_postgres(
+    batch_time: datetime, rdd: RDD[tuple[str, tuple[int, bool]]], target: PostgresTarget
+) -> None:
+    """Write a batch's totals: only those it changed if the table has the previous batch.
+
+    After a gap (first batch, a restart after down time) or when the table was written
+    by another context (a restore, a fresh start), the table is replaced by all the
+    totals; rows are absolute totals, so that is always right, only larger.
+    """
+    from streaming_app.common.hadoop_fs import HadoopFs
+    from streaming_app.sinks.attach import epoch_ms, mark_written
+
+    batch_ms = epoch_ms(batch_time)
+    writer = _writer(target.table, target.numeric)
+    progress = writer.last_progress()
+    if progress is not None and progress[0] >= batch_ms:
+        log.info("batch_time_ms=%d: already in postgres table %s; skipped", batch_ms, target.table)
+        mark_written(batch_ms, "postgres")
+        return
+    whole = (
+        progress is None
+        or progress[0] < batch_ms - target.batch_ms
+        or not isinstance(progress[1], dict)
+        or progress[1].get("context") != target.context_id
+    )
+    rows = rdd.map(_row).collect() if whole else rdd.filter(_changed).map(_row).collect()
+    fs = HadoopFs(rdd.context, target.checkpoint_dir)
+    position = {
+        "context": target.context_id,
+        **(source_position(fs, target.source, target.checkpoint_dir, batch_ms) or {}),
+    }
+    if writer.write_batch(batch_ms, rows, position, replace=whole):
+        log.debug(
+            "postgres batch_time_ms=%d table=%s rows=%d%s",
+            batch_ms,
+            target.table,
+            len(rows),
+            " (all totals)" if whole else "",
+        )
+    mark_written(batch_ms, "postgres")

@@ -1,0 +1,1 @@
+"""Where lines come from: a socket (demos), a watched directory and Kafka, with positions."""

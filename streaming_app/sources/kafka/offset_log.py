@@ -1,0 +1,163 @@
+"""The offset log and commit log under the checkpoint directory: one JSON file per batch time."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from streaming_app.common.fs import FileSystem, join
+from streaming_app.errors import CheckpointError
+from streaming_app.sources.kafka.offsets import OffsetRange, ranges_from_json, ranges_to_json
+
+OFFSETS_DIR = "offsets"
+COMMITS_DIR = "commits"
+LOG_VERSION = 1
+
+
+class BatchLog:
+    """Entries named by batch time in epoch ms, each written atomically (temp + rename).
+
+    Readers only look at names that are all digits, so a temp file left by a crash
+    mid-write (`.<ms>.tmp`, or Hadoop's `.crc` side files) is never taken for an entry.
+    """
+
+    def __init__(self, fs: FileSystem, directory: str) -> None:
+        self.fs = fs
+        self.directory = directory
+
+    def path(self, batch_ms: int) -> str:
+        """The file of one entry."""
+        return join(self.directory, str(batch_ms))
+
+    def batch_times(self) -> list[int]:
+        """Batch times of all complete entries, oldest first."""
+        return sorted(int(n) for n in self.fs.list_names(self.directory) if n.isdigit())
+
+    def write(self, batch_ms: int, record: dict[str, Any]) -> None:
+        """Write (or replace) the entry of `batch_ms`."""
+        self.fs.mkdirs(self.directory)
+        body = {"version": LOG_VERSION, "batch_time_ms": batch_ms, **record}
+        self.fs.write_atomic(self.path(batch_ms), (json.dumps(body) + "\n").encode("utf-8"))
+
+    def read(self, batch_ms: int) -> dict[str, Any] | None:
+        """The entry of `batch_ms`, or None if there is none."""
+        path = self.path(batch_ms)
+        if not self.fs.exists(path):
+            return None
+        try:
+            record = json.loads(self.fs.read_bytes(path).decode("utf-8"))
+            if not isinstance(record, dict) or record.get("batch_time_ms") != batch_ms:
+                raise ValueError("not an entry of this batch time")
+        except ValueError as exc:
+            raise CheckpointError(
+                f"log entry {path} is unreadable ({exc}); it was not written by streaming_app "
+                "or the storage corrupted it. Move the checkpoint directory aside to start "
+                "afresh, or restore the file"
+            ) from None
+        return record
+
+    def prune(self, before_ms: int) -> list[int]:
+        """Delete entries older than `before_ms`, always keeping the newest; returns them."""
+        times = self.batch_times()
+        doomed = [t for t in times[:-1] if t < before_ms]
+        for batch_ms in doomed:
+            self.fs.delete(self.path(batch_ms))
+        return doomed
+
+
+class OffsetLog(BatchLog):
+    """`offsets/<batch_ms>`: the ranges planned for each batch, written before it runs."""
+
+    def __init__(self, fs: FileSystem, checkpoint_dir: str) -> None:
+        super().__init__(fs, join(checkpoint_dir, OFFSETS_DIR))
+        # The newest entry, once listed: one driver writes the log, in batch-time order,
+        # so it is kept up to date here instead of listing the directory every batch.
+        self._newest: tuple[int, list[OffsetRange]] | None = None
+        self._listed = False
+
+    def write_ranges(self, batch_ms: int, ranges: list[OffsetRange]) -> None:
+        """Log the ranges of a batch (before the batch may run)."""
+        self.write(batch_ms, {"ranges": ranges_to_json(ranges)})
+        if self._listed and (self._newest is None or batch_ms > self._newest[0]):
+            self._newest = (batch_ms, list(ranges))
+
+    def read_ranges(self, batch_ms: int) -> list[OffsetRange] | None:
+        """The logged ranges of a batch, or None if it was never planned."""
+        record = self.read(batch_ms)
+        if record is None:
+            return None
+        try:
+            return ranges_from_json(record["ranges"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"log entry {self.path(batch_ms)} has no valid ranges ({exc}); move the "
+                "checkpoint directory aside to start afresh"
+            ) from None
+
+    def newest(self) -> tuple[int, list[OffsetRange]] | None:
+        """The newest logged batch and its ranges, or None before the first batch."""
+        if not self._listed:
+            times = self.batch_times()
+            if times:
+                ranges = self.read_ranges(times[-1])
+                assert ranges is not None
+                self._newest = (times[-1], ranges)
+            self._listed = True
+        return self._newest
+
+
+class CommitLog(BatchLog):
+    """`commits/<batch_ms>`: batches whose every output operation has completed."""
+
+    def __init__(self, fs: FileSystem, checkpoint_dir: str) -> None:
+        super().__init__(fs, join(checkpoint_dir, COMMITS_DIR))
+
+
+def uncommitted(offsets: OffsetLog, commits: CommitLog) -> list[int]:
+    """Batches planned but not (yet) committed: in flight, or to be replayed on recovery."""
+    done = set(commits.batch_times())
+    return [t for t in offsets.batch_times() if t not in done]
+
+
+CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d+)(?:\.bk)?$")
+
+
+def checkpoint_file_times(names: Iterable[str]) -> list[int]:
+    """Batch times of Spark's `checkpoint-<ms>` files (and their `.bk` copies) among names."""
+    return [int(m.group(1)) for n in names if (m := CHECKPOINT_FILE.match(n))]
+
+
+def prune_horizon(
+    batch_ms: int,
+    checkpoint_names: Iterable[str],
+    interval_ms: int,
+    checkpoint_ms: int,
+    window_ms: int = 0,
+) -> int | None:
+    """Log entries older than this can go; None while there is no Spark checkpoint file.
+
+    Recovery starts from one of the `checkpoint-<ms>` files in the directory (the newest
+    readable one; Spark keeps the last ten) and recomputes the state from the last state
+    checkpoint before it, at most one checkpoint interval earlier. So whatever is older
+    than the oldest file there, minus a checkpoint interval and a margin, cannot be
+    needed, even if Spark's checkpoint writer lags far behind the batches. A sliding
+    window reaches a window further back: recovery recomputes the batches inside it.
+    """
+    times = checkpoint_file_times(checkpoint_names)
+    if not times:
+        return None
+    by_files = min(times) - checkpoint_ms - 10 * interval_ms - window_ms
+    return min(by_files, batch_ms - retention_ms(interval_ms, checkpoint_ms) - window_ms)
+
+
+def retention_ms(batch_ms: int, checkpoint_ms: int) -> int:
+    """How far back from the newest batch a recovery can still need log entries.
+
+    Recovery restarts from a metadata checkpoint that may be a few batches old (Spark
+    keeps the last ten files and falls back to older ones), and recomputes the state from
+    the last state checkpoint before it, up to one checkpoint interval further back.
+    Twice that, plus 100 batches, leaves a wide margin.
+    """
+    return 2 * checkpoint_ms + 100 * batch_ms

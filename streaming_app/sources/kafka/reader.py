@@ -1,0 +1,205 @@
+"""Executor side of the Kafka source: read one planned offset range with its own consumer."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from streaming_app.errors import SourceDataLostError
+from streaming_app.sources.kafka.client import (
+    REQUEST_TIMEOUT_MS,
+    KafkaConnection,
+    check_reachable,
+    new_consumer,
+)
+from streaming_app.sources.kafka.offsets import OffsetRange
+
+log = logging.getLogger(__name__)
+
+# What each read counts: values used, skipped (null or empty, over the size limit),
+# decoded with replacement characters, and records lost to retention mid-read.
+STAT_KEYS = ("records", "empty", "oversize", "replaced", "lost")
+POLL_TIMEOUT_MS = 500
+MAX_POLL_RECORDS = 5000
+# A read that makes no progress warns every STALL_WARN_SECONDS and fails the batch after
+# STALL_FAIL_SECONDS (a restart then replays the same logged range).
+STALL_WARN_SECONDS = 10.0
+STALL_FAIL_SECONDS = 300.0
+
+
+BatchStats = dict[int, dict[str, int]]
+
+
+class StatsParam(AccumulatorParam[BatchStats]):
+    """Accumulates read statistics per batch: {batch_ms: {key: count}}.
+
+    One accumulator serves the whole driver process (PySpark never forgets an
+    accumulator, so one per batch would leak); the driver pops each batch's entry.
+    """
+
+    def zero(self, value: BatchStats) -> BatchStats:
+        return {}
+
+    def addInPlace(self, first: BatchStats, second: BatchStats) -> BatchStats:  # noqa: N802
+        for batch_ms, counts in second.items():
+            into = first.setdefault(batch_ms, {})
+            for key, count in counts.items():
+                into[key] = into.get(key, 0) + count
+        return first
+
+
+def decode_value(value: bytes | None, max_value_bytes: int, stats: dict[str, int]) -> str | None:
+    """The text of a message value, or None if it is skipped; counts what happened."""
+    if not value:
+        stats["empty"] = stats.get("empty", 0) + 1
+        return None
+    if len(value) > max_value_bytes:
+        stats["oversize"] = stats.get("oversize", 0) + 1
+        return None
+    stats["records"] = stats.get("records", 0) + 1
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        stats["replaced"] = stats.get("replaced", 0) + 1
+        return value.decode("utf-8", errors="replace")
+
+
+def read_range(
+    offset_range: OffsetRange,
+    connection: KafkaConnection,
+    max_value_bytes: int,
+    on_out_of_range: str,
+    batch_ms: int = 0,
+    stats: Any = None,
+) -> Iterator[str]:
+    """The decoded values of `[from, until)` of one partition (assign + seek, no group)."""
+    from kafka import TopicPartition as KafkaTp
+    from kafka.errors import OffsetOutOfRangeError
+
+    topic, partition, start, until = offset_range
+    if start >= until:
+        return
+    counts: dict[str, int] = {}
+    tp = KafkaTp(topic, partition)
+    consumer = _connect(connection, max_value_bytes, offset_range)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        next_offset = start
+        last_progress = time.monotonic()
+        warned_at = last_progress
+        while next_offset < until:
+            try:
+                # No more than the range still needs: kafka-python decodes (in Python)
+                # every record it returns, and those past `until` would be thrown away.
+                wanted = min(MAX_POLL_RECORDS, until - next_offset)
+                batch = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=wanted)
+            except OffsetOutOfRangeError:
+                next_offset = _after_lost_records(
+                    consumer, tp, next_offset, until, on_out_of_range, counts
+                )
+                continue
+            progressed = False
+            for record in batch.get(tp, []):
+                if record.offset < next_offset:
+                    continue
+                if record.offset >= until:
+                    next_offset = until
+                    break
+                next_offset = record.offset + 1
+                progressed = True
+                text = decode_value(record.value, max_value_bytes, counts)
+                if text is not None:
+                    yield text
+            if not progressed and next_offset < until and consumer.position(tp) >= until:
+                next_offset = until  # the rest of the range is a gap (compaction, markers)
+            now = time.monotonic()
+            if progressed:
+                last_progress = warned_at = now
+            elif now - last_progress > STALL_FAIL_SECONDS:
+                raise OSError(
+                    f"reading {topic}:{partition} made no progress for {STALL_FAIL_SECONDS:.0f} s "
+                    f"at offset {next_offset} (range {start}-{until}); is the broker up?"
+                )
+            elif now - warned_at > STALL_WARN_SECONDS:
+                warned_at = now
+                log.warning(
+                    "reading topic=%s partition=%d offset=%d: no records for %.0f s; waiting",
+                    topic,
+                    partition,
+                    next_offset,
+                    now - last_progress,
+                )
+    finally:
+        consumer.close()
+        if stats is not None:
+            stats.add({batch_ms: counts})
+    log.debug(
+        "read topic=%s partition=%d from=%d until=%d counts=%s",
+        topic,
+        partition,
+        start,
+        until,
+        counts,
+    )
+
+
+def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: OffsetRange) -> Any:
+    """A consumer for one read; retries while the broker is unreachable, up to a limit."""
+    from kafka.errors import KafkaError
+
+    # Python workers have no logging set up: kafka-python would print every failed
+    # connection attempt; our own warning below says it once per attempt.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    deadline = time.monotonic() + STALL_FAIL_SECONDS
+    while True:
+        try:
+            check_reachable(connection)
+            return new_consumer(
+                **connection.kafka_kwargs(),
+                client_id="streaming-app-reader",
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="none",
+                max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
+                bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
+            )
+        except (KafkaError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.warning(
+                "reading topic=%s partition=%d: broker unreachable (%s); retrying",
+                offset_range.topic,
+                offset_range.partition,
+                type(exc).__name__,
+            )
+            time.sleep(STALL_WARN_SECONDS / 5)
+
+
+def _after_lost_records(
+    consumer: Any, tp: Any, next_offset: int, until: int, policy: str, counts: dict[str, int]
+) -> int:
+    """Where to go on after the broker said `next_offset` is gone, by the policy."""
+    earliest = int(consumer.beginning_offsets([tp])[tp])
+    what = (
+        f"records {next_offset}-{until} of {tp.topic}:{tp.partition} are no longer on the "
+        f"broker (its earliest offset is {earliest})"
+    )
+    if earliest <= next_offset:
+        raise SourceDataLostError(
+            f"{what}: the partition was truncated or recreated below the planned range. "
+            "Move the checkpoint directory aside to start afresh"
+        )
+    if policy == "fail":
+        raise SourceDataLostError(
+            f"{what}. Set on_offset_out_of_range=earliest to skip them (they are lost)"
+        )
+    lost = min(earliest, until) - next_offset
+    counts["lost"] = counts.get("lost", 0) + lost
+    log.warning("%s: skipping %d lost records (on_offset_out_of_range=earliest)", what, lost)
+    consumer.seek(tp, min(earliest, until))
+    return min(earliest, until)

@@ -1,0 +1,1 @@
+"""How the running totals are kept between batches."""

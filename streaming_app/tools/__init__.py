@@ -1,0 +1,1 @@
+"""Operator tools: demo, produce, dev broker, supervise, report, checkpoint inspect/clean."""
