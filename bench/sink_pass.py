@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import LOOPBACK_CONF, PARTITIONS
 from bench.micro import side_by_side
 from streaming_app.settings.schema import AppConfig
-from streaming_app.sinks.attach import _by_count
+from streaming_app.sinks.console import _by_count
 from streaming_app.state.buckets import bucket_items, bucket_totals, by_bucket, merge_buckets
 
 BUCKETS = AppConfig().state_buckets  # the default

@@ -239,8 +239,7 @@ def totals(output_dir: str, window: bool) -> None:
 
     Word counts are whole numbers; keyed-sum totals are exact decimals.
     """
-    from streaming_app.jobs.windows import WINDOW
-    from streaming_app.sinks.files_layout import TOTALS, format_totals, read_totals
+    from streaming_app.sinks.files_layout import TOTALS, WINDOW, format_totals, read_totals
 
     kind = WINDOW if window else TOTALS
     try:

@@ -22,6 +22,7 @@ from streaming_app.recovery.restore import Seed, seed_state, seeded_config
 from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
 from streaming_app.settings.schema import AppConfig, spark_seconds
 from streaming_app.sinks.attach import attach_sinks
+from streaming_app.sinks.commit import attach_commit
 from streaming_app.sources.build import build_source
 from streaming_app.state.buckets import batch_buckets, batch_items, keep_totals
 
@@ -128,7 +129,8 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     state.checkpoint(spark_seconds(config.checkpoint_ms))
     attach_sinks(state, totals_of, counts, config, metadata.app_id)
     if config.window is not None:
-        from streaming_app.jobs.windows import attach_window_sinks, windowed
+        from streaming_app.jobs.windows import windowed
+        from streaming_app.sinks.attach import attach_window_sinks
 
         attach_window_sinks(windowed(counts, config), config)
     if config.snapshot_keep:
@@ -142,8 +144,5 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
             context_id=metadata.app_id,
         )
         state.foreachRDD(lambda t, rdd: write_snapshot(t, totals_of(rdd), snapshots))
-    if config.source == "kafka":
-        from streaming_app.sources.kafka.stream import attach_commit
-
-        attach_commit(state, config)  # last: a batch is committed once every sink has it
+    attach_commit(state, config)  # last: a batch is committed once every sink has it
     return ssc

@@ -75,7 +75,7 @@ class LoggingListener(StreamingListener):
         lag = None
         if self.source == "kafka":
             # Our Kafka stream is a transform Spark does not count; the source knows.
-            from streaming_app.sources.kafka.stream import batch_figures
+            from streaming_app.sources.kafka.runtime import batch_figures
 
             figures = batch_figures(batch_ms)
             records, lag = figures if figures else (None, None)

@@ -144,7 +144,7 @@ def run(config: AppConfig) -> int:
     stop = StopRequest()
     stop.install()
     if config.source == "kafka":
-        from streaming_app.sources.kafka.stream import configure_runtime
+        from streaming_app.sources.kafka.runtime import configure_runtime
 
         configure_runtime(config, stop.event)
     if "postgres" in config.sinks:

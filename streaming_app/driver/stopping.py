@@ -146,7 +146,7 @@ def hard_stop(ssc: Any) -> None:
 
 
 def drain_kafka(ssc: Any, config: AppConfig, deadline: float) -> None:
-    from streaming_app.sources.kafka.stream import drain
+    from streaming_app.sources.kafka.runtime import drain
 
     timeout = 2 * config.checkpoint_ms / 1000 + 4 * config.batch_interval + 10
     # At most two thirds of what is left: the graceful stop itself needs the rest.

@@ -150,7 +150,7 @@ _seen = BadRows()
 def report_bad_rows(batch_time: Any, rdd: Any, spec: CsvSpec) -> None:
     """Driver side: warn about the batch's skipped rows, quoting a few."""
     global _seen
-    from streaming_app.sinks.attach import epoch_ms
+    from streaming_app.common.batch_time import epoch_ms
 
     found = rdd.filter(lambda pair: pair[0] is None).values().collect()
     if not found:

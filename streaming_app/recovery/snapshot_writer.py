@@ -60,7 +60,7 @@ def write_snapshot(
     batch_time: datetime, rdd: RDD[tuple[str, int]], settings: SnapshotSettings
 ) -> None:
     """Write the totals of a due batch as a snapshot; a failure is a warning, not a crash."""
-    from streaming_app.sinks.attach import epoch_ms
+    from streaming_app.common.batch_time import epoch_ms
 
     batch_ms = epoch_ms(batch_time)
     if not is_due(batch_ms, settings):

@@ -11,7 +11,8 @@ from typing import Any
 
 from streaming_app.errors import OutputError
 
-TOTALS = "totals"  # the running totals; "window" holds the sliding-window counts
+TOTALS = "totals"  # the running totals
+WINDOW = "window"  # the sliding-window counts: window-<batch_ms>/
 SUCCESS_MARKER = "_SUCCESS"
 _NAME = re.compile(r"^([a-z]+)-([0-9]+)$")
 _TEMP_NAME = re.compile(r"^_tmp-([a-z]+)-([0-9]+)$")

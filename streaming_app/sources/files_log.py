@@ -83,8 +83,8 @@ class FilesTracking:
 
 def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
     """Log the files a batch reads (driver side) and drop those already in the seed."""
+    from streaming_app.common.batch_time import epoch_ms
     from streaming_app.common.hadoop_fs import HadoopFs
-    from streaming_app.sinks.attach import epoch_ms
 
     paths = rdd_input_paths(rdd)
     if not paths:

@@ -14,8 +14,9 @@ from streaming_app.settings.schema import load_config
 from streaming_app.sources.kafka.client import KafkaConnection, StopRequestedError, with_retries
 from streaming_app.sources.kafka.offset_log import OffsetLog
 from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
+from streaming_app.sources.kafka.planner import ranges_for_batch
 from streaming_app.sources.kafka.reader import StatsParam, decode_value
-from streaming_app.sources.kafka.stream import KafkaSettings, ranges_for_batch
+from streaming_app.sources.kafka.settings import KafkaSettings
 
 
 def settings(tmp_path: Path, **overrides: object) -> KafkaSettings:
@@ -205,8 +206,7 @@ def test_a_batch_whose_sink_failed_is_not_committed(
 ) -> None:
     from datetime import datetime
 
-    from streaming_app.sinks.attach import mark_written, take_written
-    from streaming_app.sources.kafka.stream import commit_batch
+    from streaming_app.sinks.commit import commit_batch, mark_written, take_written
 
     batch_time = datetime.fromtimestamp(1_700_000_000)
     mark_written(1_700_000_000_000, "console")  # the files sink failed: never marked

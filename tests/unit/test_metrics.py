@@ -156,9 +156,9 @@ def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) 
 
 
 def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
-    from streaming_app.sources.kafka.stream import _note_figures
+    from streaming_app.sources.kafka.runtime import note_figures
 
-    _note_figures(T0, 55, 9)
+    note_figures(T0, 55, 9)
     keep = _Keep()
     LoggingListener(keep, "kafka", 2000).onBatchCompleted(_Completed())
     assert (keep.seen[0].records, keep.seen[0].kafka_lag) == (55, 9)

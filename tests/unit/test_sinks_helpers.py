@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from streaming_app.common.batch_time import epoch_ms
 from streaming_app.settings.schema import spark_seconds
-from streaming_app.sinks.attach import console_line, epoch_ms
+from streaming_app.sinks.console import console_line
 
 
 @pytest.fixture(params=["UTC", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])

@@ -77,7 +77,7 @@ def write_window_postgres(
     batch_time: datetime, rdd: RDD[tuple[str, Any]], target: WindowTarget
 ) -> None:
     """Replace the window table by the window ending at this batch (a replay changes nothing)."""
-    from streaming_app.sinks.attach import epoch_ms
+    from streaming_app.common.batch_time import epoch_ms
 
     batch_ms = epoch_ms(batch_time)
     rows = rdd.collect()
@@ -129,8 +129,9 @@ def write_postgres(
     by another context (a restore, a fresh start), the table is replaced by all the
     totals; rows are absolute totals, so that is always right, only larger.
     """
+    from streaming_app.common.batch_time import epoch_ms
     from streaming_app.common.hadoop_fs import HadoopFs
-    from streaming_app.sinks.attach import epoch_ms, mark_written
+    from streaming_app.sinks.commit import mark_written
 
     batch_ms = epoch_ms(batch_time)
     writer = _writer(target.table, target.numeric)

@@ -1,0 +1,56 @@
+"""Console sink: the top keys by value as one line per batch (or per slide of a window)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.common.batch_time import epoch_ms
+from streaming_app.sinks.commit import mark_written
+from streaming_app.sinks.files_layout import (
+    format_value,
+)
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+
+log = logging.getLogger(__name__)
+
+
+def _by_count(pair: tuple[str, int]) -> tuple[int, str]:
+    return -pair[1], pair[0]
+
+
+def _shown(top: list[tuple[str, Any]]) -> str:
+    if not any(isinstance(v, Decimal) for _, v in top):
+        return str(top)
+    return "[" + ", ".join(f"({k!r}, {format_value(v)})" for k, v in top) + "]"
+
+
+def console_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = "Counts") -> str:
+    """The seed-familiar line: `Counts at time 2026-11-22 10:00:01 [('a', 3), ('b', 1)]`."""
+    return f"{label} at time {batch_time:%Y-%m-%d %H:%M:%S} {_shown(top)}"
+
+
+def print_top(
+    batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int, label: str = "Counts"
+) -> None:
+    """Print the RDD's top keys by value to stdout, as one console line."""
+    top = rdd.takeOrdered(top_n, key=_by_count)
+    sys.stdout.write(console_line(batch_time, top, label) + "\n")
+    sys.stdout.flush()
+
+
+def write_console(batch_time: datetime, rdd: RDD[tuple[str, int]], top_n: int) -> None:
+    """Console sink: print the batch's top words by total to stdout."""
+    print_top(batch_time, rdd, top_n)
+    mark_written(epoch_ms(batch_time), "console")
+
+
+def write_window_console(batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int) -> None:
+    """Console sink: the top keys of the window that ends at this batch."""
+    print_top(batch_time, rdd, top_n, label="Window")

@@ -1,0 +1,52 @@
+"""What the Kafka stream captures into the checkpoint: its settings, without credentials."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.sources.kafka.offsets import (
+    cap_for,
+)
+
+if TYPE_CHECKING:
+    from streaming_app.settings.schema import AppConfig
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """What the Kafka stream captures into the checkpoint: no credentials."""
+
+    checkpoint_dir: str
+    topics: tuple[str, ...]
+    starting_offsets: str
+    max_per_partition: int
+    group_id: str | None
+    on_out_of_range: str
+    max_value_bytes: int
+    batch_ms: int
+    checkpoint_ms: int
+    connection: KafkaConnection
+    window_ms: int = 0  # a default: checkpoints written before windows lack it
+
+    @classmethod
+    def from_config(cls, config: AppConfig) -> KafkaSettings:
+        """The settings of a new stream."""
+        return cls(
+            checkpoint_dir=config.checkpoint_dir,
+            topics=config.topics,
+            starting_offsets=config.starting_offsets,
+            max_per_partition=cap_for(config.max_rate_per_partition, config.batch_ms),
+            group_id=config.group_id,
+            on_out_of_range=config.on_offset_out_of_range,
+            max_value_bytes=config.max_value_bytes,
+            batch_ms=config.batch_ms,
+            checkpoint_ms=config.checkpoint_ms,
+            connection=KafkaConnection.from_config(config).without_secrets(),
+            window_ms=config.window_ms or 0,
+        )
