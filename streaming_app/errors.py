@@ -46,3 +46,7 @@ class SourceDataLostError(StreamingAppError):
 
 class SinkError(StreamingAppError):
     """A sink cannot write and retrying will not help (bad credentials, missing database)."""
+
+
+class StopRequestedError(StreamingAppError):
+    """The app is stopping; a call that waits for a server (broker, database) gives up."""

@@ -63,8 +63,9 @@ def broker_latest_offsets(bootstrap_servers: str, topics: list[str]) -> dict[Top
     Asked from a daemon thread with a deadline. Security settings come from the usual
     config file and environment (STREAMING_APP_*).
     """
-    from streaming_app.settings.schema import load_config
-    from streaming_app.sources.kafka.client import Broker, KafkaConnection, describe_error
+    from streaming_app.common.retry import describe_error
+    from streaming_app.settings.loading import load_config
+    from streaming_app.sources.kafka.client import Broker, KafkaConnection
 
     try:
         config = load_config(cli={"bootstrap_servers": bootstrap_servers})

@@ -12,7 +12,9 @@ import click
 
 from streaming_app import __version__
 from streaming_app.errors import EXIT_INTERRUPTED, StreamingAppError
-from streaming_app.settings.schema import JOBS, SOURCES, load_config, setting_help
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.rules import JOBS, SOURCES
+from streaming_app.settings.schema import setting_help
 
 log = logging.getLogger("streaming_app")
 

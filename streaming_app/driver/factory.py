@@ -8,6 +8,7 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
+from streaming_app.common.batch_time import spark_seconds
 from streaming_app.common.hadoop_fs import HadoopFs
 from streaming_app.jobs.counting import (
     csv_spec,
@@ -20,7 +21,7 @@ from streaming_app.jobs.counting import (
 from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
 from streaming_app.recovery.restore import Seed, seed_state, seeded_config
 from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
-from streaming_app.settings.schema import AppConfig, spark_seconds
+from streaming_app.settings.schema import AppConfig
 from streaming_app.sinks.attach import attach_sinks
 from streaming_app.sinks.commit import attach_commit
 from streaming_app.sources.build import build_source

@@ -9,10 +9,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import islice
 
-# Words are runs of letters and digits, with inner apostrophes kept ("don't").
-# Everything else (whitespace, punctuation, underscores, U+FFFD from undecodable
-# input) separates words.
-DEFAULT_TOKEN_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
+from streaming_app.settings.rules import DEFAULT_TOKEN_PATTERN
 
 # Every ASCII character but letters and digits, as a space. In ASCII text without an
 # apostrophe the default pattern's words are exactly the runs of letters and digits, so

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.settings.schema import spark_seconds
+from streaming_app.common.batch_time import spark_seconds
 
 if TYPE_CHECKING:
     from pyspark.streaming import DStream

@@ -1,4 +1,5 @@
-"""Names of the postgres sink's tables: the one rule that config and the sink both apply."""
+"""Rules for setting values that the settings check and the stages apply: table names, topics,
+starting offsets, the default token pattern."""
 
 from __future__ import annotations
 
@@ -27,3 +28,70 @@ def validate_table_name(name: str) -> str:
             f"{match[2]}{PROGRESS_SUFFIX} fits PostgreSQL's {MAX_IDENTIFIER}"
         )
     return name
+
+
+# Starting points of a stream that has no offset log yet.
+STARTING_POLICIES = ("earliest", "latest", "committed")
+
+
+OUT_OF_RANGE_POLICIES = ("fail", "earliest")
+
+
+EXPLICIT_OFFSET_ITEM = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$"
+)
+
+
+def parse_topics(raw: str) -> tuple[str, ...]:
+    """`a,b` -> ('a', 'b'); names are checked against Kafka's legal characters."""
+    topics = [t.strip() for t in raw.split(",") if t.strip()]
+    if not topics:
+        raise ValueError("name at least one topic")
+    bad = [t for t in topics if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t)]
+    if bad:
+        raise ValueError(f"not a valid topic name: {', '.join(bad)}")
+    return tuple(dict.fromkeys(topics))
+
+
+def parse_starting_offsets(raw: str) -> str:
+    """`earliest`, `latest`, `committed`, or explicit `topic:partition=offset,...`."""
+    value = raw.strip()
+    if value.lower() in STARTING_POLICIES:
+        return value.lower()
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise ValueError("must not be empty")
+    for item in items:
+        if not EXPLICIT_OFFSET_ITEM.match(item):
+            raise ValueError(
+                f"{item!r} is not earliest, latest, committed or topic:partition=offset"
+            )
+    return ",".join(items)
+
+
+# Words are runs of letters and digits, with inner apostrophes kept ("don't").
+# Everything else (whitespace, punctuation, underscores, U+FFFD from undecodable
+# input) separates words.
+DEFAULT_TOKEN_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
+
+
+SOURCES = ("socket", "files", "kafka")
+
+
+JOBS = ("wordcount", "keyed-sum")
+
+
+SINKS = ("console", "files", "postgres")
+
+
+INCOMPATIBLE_POLICIES = ("fail", "restore-from-snapshot")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+# OAUTHBEARER and GSSAPI need kafka-python objects or Kerberos set-up beyond settings.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -13,7 +13,7 @@ import time
 from importlib import resources
 
 from streaming_app.errors import ConfigError
-from streaming_app.settings.schema import load_config
+from streaming_app.settings.loading import load_config
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from streaming_app.common.retry import describe_error
 from streaming_app.errors import StreamingAppError
-from streaming_app.sources.kafka.client import KafkaConnection, describe_error
+from streaming_app.sources.kafka.client import KafkaConnection
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from streaming_app.errors import SinkError
+from streaming_app.common import retry
+from streaming_app.errors import SinkError, StopRequestedError
 from streaming_app.sinks.postgres.writer import PostgresWriter, read_progress, read_totals
-from streaming_app.sources.kafka import client as kafka_client
-from streaming_app.sources.kafka.client import StopRequestedError
 from tests.integration import pg_helpers
 
 pytestmark = pytest.mark.timeout(120)
@@ -192,8 +191,8 @@ def test_readers_see_only_whole_batches(pg_dsn: str, pg_table: str) -> None:
 
 
 def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kafka_client, "BACKOFF_FIRST_SECONDS", 0.05)
-    monkeypatch.setattr(kafka_client, "BACKOFF_MAX_SECONDS", 0.2)
+    monkeypatch.setattr(retry, "BACKOFF_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(retry, "BACKOFF_MAX_SECONDS", 0.2)
 
 
 def test_a_dropped_connection_is_reopened_and_the_batch_written_once(

@@ -12,7 +12,8 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the test extra
 
 from streaming_app.cli.main import cli
-from streaming_app.settings.schema import AppConfig, load_config
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text("utf-8"))

@@ -10,7 +10,8 @@ import pytest
 
 from streaming_app.errors import EXIT_USAGE, ConfigError
 from streaming_app.jobs.text import DEFAULT_TOKEN_PATTERN
-from streaming_app.settings.schema import AppConfig, load_config
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
 
 
 @pytest.fixture(autouse=True)

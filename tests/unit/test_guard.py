@@ -20,7 +20,8 @@ from streaming_app.recovery.metadata import (
     write_metadata,
 )
 from streaming_app.recovery.snapshots import MANIFEST, Manifest, snapshot_name
-from streaming_app.settings.schema import AppConfig, load_config
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
 
 UUID_DIR = "0b9f7a4e-2c1d-4e5f-8a9b-0c1d2e3f4a5b"
 

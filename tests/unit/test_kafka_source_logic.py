@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from streaming_app.common.fs import LocalFs
-from streaming_app.errors import CheckpointError, ConfigError
-from streaming_app.settings.schema import load_config
-from streaming_app.sources.kafka.client import KafkaConnection, StopRequestedError, with_retries
+from streaming_app.common.retry import with_retries
+from streaming_app.errors import CheckpointError, ConfigError, StopRequestedError
+from streaming_app.settings.loading import load_config
+from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.offset_log import OffsetLog
 from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
 from streaming_app.sources.kafka.planner import ranges_for_batch
@@ -179,7 +180,7 @@ def test_with_retries_backs_off_warns_and_succeeds(
         return "ok"
 
     resets: list[int] = []
-    with caplog.at_level(logging.WARNING, logger="streaming_app.sources.kafka.client"):
+    with caplog.at_level(logging.WARNING, logger="streaming_app.common.retry"):
         assert with_retries("reading offsets", call, NoWait(), lambda: resets.append(1)) == "ok"
     assert waits == [1, 2, 4, 8, 16, 30, 30]
     assert len(resets) == 7

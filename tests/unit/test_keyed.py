@@ -17,7 +17,7 @@ from streaming_app.jobs.keyed import (
     subtract_sums,
     update_sum,
 )
-from streaming_app.settings.schema import load_config
+from streaming_app.settings.loading import load_config
 
 FIELDS = ("transactionId", "customerId", "itemId", "amountPaid")
 SPEC = CsvSpec.of(FIELDS, "customerId", "amountPaid", ",", True)

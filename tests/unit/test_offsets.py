@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 
 from streaming_app.errors import SourceDataLostError
+from streaming_app.settings.rules import parse_starting_offsets, parse_topics
 from streaming_app.sources.kafka.offsets import (
     BrokerOffsets,
     OffsetRange,
     cap_for,
     ends_of,
     explicit_offsets,
-    parse_starting_offsets,
-    parse_topics,
     plan_ranges,
     ranges_from_json,
     ranges_to_json,

@@ -10,10 +10,9 @@ from unittest import mock
 import psycopg
 import pytest
 
-from streaming_app.errors import EXIT_CRASH, SinkError
+from streaming_app.errors import EXIT_CRASH, SinkError, StopRequestedError
 from streaming_app.sinks.postgres import writer as pg_sink
 from streaming_app.sinks.postgres.writer import PostgresWriter, redact_dsn, validate_table_name
-from streaming_app.sources.kafka.client import StopRequestedError
 
 REFUSED = (
     'connection failed: connection to server at "127.0.0.1", port 5432 failed: '

@@ -12,7 +12,8 @@ from streaming_app.common.failure_text import failure_summary
 from streaming_app.driver.run import check_checkpoint_location, ensure_writable_dir
 from streaming_app.driver.stopping import StopRequest
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
-from streaming_app.settings.schema import AppConfig, load_config
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
 
 
 def test_ensure_writable_dir_creates_missing_parents(tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from streaming_app.common.batch_time import epoch_ms
-from streaming_app.settings.schema import spark_seconds
+from streaming_app.common.batch_time import epoch_ms, spark_seconds
 from streaming_app.sinks.console import console_line
 
 

@@ -23,7 +23,7 @@ from streaming_app.recovery.snapshots import (
     starting_offsets_spec,
     to_prune,
 )
-from streaming_app.settings.schema import load_config
+from streaming_app.settings.loading import load_config
 from streaming_app.sources.files_log import InputFilesLog, base_name, visible_names
 from streaming_app.sources.kafka.offsets import OffsetRange
 

@@ -17,9 +17,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from streaming_app.common.retry import with_retries
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
-from streaming_app.sources.kafka.client import with_retries
 
 log = logging.getLogger(__name__)
 

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
-from streaming_app.errors import StreamingAppError
 from streaming_app.sources.kafka.offsets import BrokerOffsets, TopicPartition
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Backoff between attempts to reach the broker: 1, 2, 4, ... capped at 30 seconds.
-BACKOFF_FIRST_SECONDS = 1.0
-BACKOFF_MAX_SECONDS = 30.0
 # Requests fail fast enough that an outage shows in the log within seconds.
 REQUEST_TIMEOUT_MS = 10_000
-
-
-class StopRequestedError(StreamingAppError):
-    """The app is stopping; a call that waits for the broker gives up."""
 
 
 @dataclass(frozen=True)
@@ -124,51 +115,6 @@ def new_consumer(**kwargs: Any) -> Any:
                 log.debug("error closing a half-built Kafka client", exc_info=True)
         raise
     return consumer
-
-
-def describe_error(exc: BaseException) -> str:
-    """A short, credential-free description of a client error."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    name = type(exc).__name__
-    if not text or text.startswith(name):
-        return text or name  # kafka-python's errors already start with their name
-    return f"{name}: {text}"
-
-
-def with_retries(
-    what: str,
-    call: Callable[[], T],
-    stop: threading.Event,
-    on_failure: Callable[[], None] = lambda: None,
-    retry_on: tuple[type[BaseException], ...] = (Exception,),
-) -> T:
-    """Call until it succeeds, warning and backing off (1 s doubling to 30 s) after each failure.
-
-    Gives up only when `stop` is set, with StopRequestedError: nothing is ever made up.
-    """
-    attempt = 0
-    while True:
-        try:
-            result = call()
-        except StreamingAppError:
-            raise
-        except retry_on as exc:
-            attempt += 1
-            delay = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1))
-            log.warning(
-                "%s failed (attempt %d): %s; retrying in %.0f s",
-                what,
-                attempt,
-                describe_error(exc),
-                delay,
-            )
-            on_failure()
-            if stop.is_set() or stop.wait(delay):
-                raise StopRequestedError(f"stopping: gave up on {what}") from None
-            continue
-        if attempt:
-            log.warning("%s succeeded after %d failed attempts", what, attempt)
-        return result
 
 
 class Broker:

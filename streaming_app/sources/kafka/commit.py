@@ -68,7 +68,7 @@ def commit_group(batch_ms: int, ranges: list[OffsetRange], settings: KafkaSettin
     try:
         broker.commit(group_id, ends_of(ranges))
     except Exception as exc:  # informational only: the offset log is the truth
-        from streaming_app.sources.kafka.client import describe_error
+        from streaming_app.common.retry import describe_error
 
         broker.close_group(group_id)
         log.warning(

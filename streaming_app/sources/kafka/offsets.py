@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from streaming_app.errors import SourceDataLostError
+from streaming_app.settings.rules import EXPLICIT_OFFSET_ITEM, STARTING_POLICIES
 
 TopicPartition = tuple[str, int]
-
-# Starting points of a stream that has no offset log yet.
-STARTING_POLICIES = ("earliest", "latest", "committed")
-OUT_OF_RANGE_POLICIES = ("fail", "earliest")
-
-_EXPLICIT_ITEM = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+)=(?P<offset>\d+)$")
 
 
 class OffsetRange(NamedTuple):
@@ -32,40 +26,13 @@ class OffsetRange(NamedTuple):
         return self.until_offset - self.from_offset
 
 
-def parse_topics(raw: str) -> tuple[str, ...]:
-    """`a,b` -> ('a', 'b'); names are checked against Kafka's legal characters."""
-    topics = [t.strip() for t in raw.split(",") if t.strip()]
-    if not topics:
-        raise ValueError("name at least one topic")
-    bad = [t for t in topics if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t)]
-    if bad:
-        raise ValueError(f"not a valid topic name: {', '.join(bad)}")
-    return tuple(dict.fromkeys(topics))
-
-
-def parse_starting_offsets(raw: str) -> str:
-    """`earliest`, `latest`, `committed`, or explicit `topic:partition=offset,...`."""
-    value = raw.strip()
-    if value.lower() in STARTING_POLICIES:
-        return value.lower()
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    if not items:
-        raise ValueError("must not be empty")
-    for item in items:
-        if not _EXPLICIT_ITEM.match(item):
-            raise ValueError(
-                f"{item!r} is not earliest, latest, committed or topic:partition=offset"
-            )
-    return ",".join(items)
-
-
 def explicit_offsets(spec: str) -> dict[TopicPartition, int]:
     """The per-partition offsets of an explicit starting-offsets spec (empty for a policy)."""
     if spec in STARTING_POLICIES:
         return {}
     offsets = {}
     for item in spec.split(","):
-        match = _EXPLICIT_ITEM.match(item)
+        match = EXPLICIT_OFFSET_ITEM.match(item)
         assert match is not None  # validated by parse_starting_offsets
         offsets[(match["topic"], int(match["partition"]))] = int(match["offset"])
     return offsets

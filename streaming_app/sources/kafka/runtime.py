@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import join
-from streaming_app.sources.kafka.client import Broker, KafkaConnection, with_retries
+from streaming_app.common.retry import with_retries
+from streaming_app.sources.kafka.client import Broker, KafkaConnection
 from streaming_app.sources.kafka.offset_log import (
     OFFSETS_DIR,
     OffsetLog,
