@@ -22,6 +22,7 @@ from streaming_app.recovery.guard import (
     reseed,
 )
 from streaming_app.recovery.restore import Seed
+from streaming_app.recovery.spark_checkpoint import unusable_name
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 from streaming_app.sources.kafka.offsets import cap_for
@@ -35,8 +36,6 @@ TRANSIENT = re.compile(
 )
 # Spark keeps ten checkpoint files; each attempt sets aside at least one of them.
 MAX_FALLBACKS = 10
-# Spark takes any name containing "checkpoint-<digits>" for one of its files.
-UNUSABLE_PREFIX = "unusable-"
 
 
 class UnusableCheckpointError(Exception):
@@ -214,11 +213,6 @@ def set_aside_from(
     for name in doomed:
         fs.rename(join(ckpt, name), join(ckpt, unusable_name(name)))
     return None
-
-
-def unusable_name(name: str) -> str:
-    """The name a set-aside checkpoint file gets: one that Spark's reader does not list."""
-    return UNUSABLE_PREFIX + name.replace("checkpoint-", "ckpt-", 1)
 
 
 def log_recovery(ssc: Any, config: AppConfig) -> int | None:

@@ -19,7 +19,6 @@ from streaming_app.recovery.snapshots import (
     TEMP_PREFIX,
     Manifest,
     format_line,
-    kafka_position,
     read_manifest,
     snapshot_batch,
     snapshot_name,
@@ -27,7 +26,7 @@ from streaming_app.recovery.snapshots import (
     to_prune,
 )
 from streaming_app.sources.files_log import InputFilesLog, visible_names
-from streaming_app.sources.kafka.offset_log import OffsetLog
+from streaming_app.sources.positions import batch_position, files_read_between
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -152,14 +151,10 @@ def _position(
     log_fs: FileSystem,
     times: list[int],
 ) -> dict[str, Any]:
-    if settings.source == "kafka":
-        ranges = OffsetLog(log_fs, settings.checkpoint_dir).read_ranges(batch_ms)
-        if ranges is None:
-            raise RuntimeError(f"the offset log has no entry for batch_time_ms={batch_ms}")
-        return kafka_position(ranges)
     if settings.source == "files":
+        # Unlike the other sources, the files a snapshot includes accumulate over batches.
         return {"files": sorted(_files_counted(rdd, batch_ms, settings, fs, log_fs, times))}
-    return {}  # a socket cannot be replayed from a position
+    return batch_position(log_fs, settings.source, settings.checkpoint_dir, batch_ms, required=True)
 
 
 def _files_counted(
@@ -188,7 +183,7 @@ def _files_counted(
         if manifest.context_id == settings.context_id:
             counted, after = set(manifest.files()), earlier
         break
-    counted |= InputFilesLog(log_fs, settings.checkpoint_dir).files_between(after, batch_ms)
+    counted |= files_read_between(log_fs, settings.checkpoint_dir, after, batch_ms)
     present = set(
         visible_names(HadoopFs(rdd.context, settings.input_dir).list_names(settings.input_dir))
     )

@@ -162,11 +162,6 @@ def to_prune(names: list[str], keep: int, current_ms: int) -> list[str]:
     return doomed
 
 
-def kafka_position(ranges: list[Any]) -> dict[str, Any]:
-    """The position of a Kafka snapshot: each range's end, the next offset to read."""
-    return {"kafka": [[r.topic, r.partition, r.until_offset] for r in ranges]}
-
-
 def starting_offsets_spec(manifest: Manifest, topics: tuple[str, ...]) -> str | None:
     """`topic:partition=offset,...` for the configured topics, from a Kafka snapshot."""
     items = [

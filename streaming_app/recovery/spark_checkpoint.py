@@ -284,3 +284,12 @@ def _summary(exc: BaseException) -> str:
         texts.append(str(cause.toString()))
         cause = cause.getCause()
     return failure_summary("\n".join(texts) or str(exc))
+
+
+# Spark takes any name containing "checkpoint-<digits>" for one of its files.
+UNUSABLE_PREFIX = "unusable-"
+
+
+def unusable_name(name: str) -> str:
+    """The name a set-aside checkpoint file gets: one that Spark's reader does not list."""
+    return UNUSABLE_PREFIX + name.replace("checkpoint-", "ckpt-", 1)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from streaming_app.common.batch_log import BatchLog
 from streaming_app.common.fs import FileSystem, join
-from streaming_app.sources.kafka.offset_log import BatchLog
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -52,55 +50,3 @@ def base_name(path: str) -> str:
 def visible_names(names: Iterable[str]) -> list[str]:
     """Names the files source reads: FileInputDStream's default filter hides dot-files."""
     return [n for n in names if not n.startswith(".")]
-
-
-def rdd_input_paths(rdd: RDD[Any]) -> list[str]:
-    """Paths of the files a batch RDD of textFileStream reads, from its JVM lineage.
-
-    FileInputDStream makes one Hadoop RDD per file, named after the file's path, and
-    unions them; walking the dependencies finds them without reading any data.
-    """
-    paths: list[str] = []
-    stack = [rdd._jrdd.rdd()]
-    while stack:
-        node = stack.pop()
-        if node.getClass().getSimpleName() == "NewHadoopRDD":
-            paths.append(str(node.name()))
-            continue
-        deps = node.dependencies()
-        stack.extend(deps.apply(i).rdd() for i in range(deps.size()))
-    return paths
-
-
-@dataclass(frozen=True)
-class FilesTracking:
-    """What the files source's transform captures into the checkpoint."""
-
-    checkpoint_dir: str
-    # Files counted into a restored context's initial state: never read again.
-    seeded: frozenset[str] = frozenset()
-
-
-def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
-    """Log the files a batch reads (driver side) and drop those already in the seed."""
-    from streaming_app.common.batch_time import epoch_ms
-    from streaming_app.common.hadoop_fs import HadoopFs
-
-    paths = rdd_input_paths(rdd)
-    if not paths:
-        return rdd
-    batch_ms = epoch_ms(batch_time)
-    files = InputFilesLog(HadoopFs(rdd.context, tracking.checkpoint_dir), tracking.checkpoint_dir)
-    files.write_files(batch_ms, (base_name(p) for p in paths))
-    kept = [p for p in paths if base_name(p) not in tracking.seeded]
-    if len(kept) == len(paths):
-        return rdd
-    log.info(
-        "batch_time_ms=%d: %d file(s) already counted in the restored snapshot are not read again",
-        batch_ms,
-        len(paths) - len(kept),
-    )
-    sc = rdd.context
-    if not kept:
-        return sc.emptyRDD()
-    return sc.union([sc.textFile(p) for p in kept])

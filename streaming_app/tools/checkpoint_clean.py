@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming_app.common.batch_log import BatchLog
 from streaming_app.common.fs import join
 from streaming_app.recovery.metadata import CheckpointMetadata
 from streaming_app.recovery.snapshots import TEMP_PREFIX, snapshot_batch, snapshot_name, to_prune
@@ -38,7 +39,6 @@ from streaming_app.sources.files_log import INPUT_FILES_DIR, InputFilesLog
 from streaming_app.sources.kafka.offset_log import (
     COMMITS_DIR,
     OFFSETS_DIR,
-    BatchLog,
     CommitLog,
     OffsetLog,
     prune_horizon,

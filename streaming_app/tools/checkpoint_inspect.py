@@ -39,11 +39,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from streaming_app.common.fs import join
-from streaming_app.driver.startup import UNUSABLE_PREFIX
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import METADATA_FILE, CheckpointMetadata, read_metadata
 from streaming_app.recovery.snapshots import latest_snapshot, snapshot_times
 from streaming_app.recovery.spark_checkpoint import (
+    UNUSABLE_PREFIX,
     UUID_NAME,
     CheckpointFs,
     CheckpointProbe,
@@ -64,6 +64,7 @@ from streaming_app.sources.kafka.offset_log import (
     uncommitted,
 )
 from streaming_app.sources.kafka.offsets import TopicPartition, ranges_to_json
+from streaming_app.sources.positions import describe_position
 
 TAIL = 10
 # Asks the brokers for the latest offsets of the topics' partitions; raises OSError.
@@ -228,17 +229,6 @@ def _input_files(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any] | None
     return {"entries": len(times), "tail": tail}
 
 
-def position_summary(position: dict[str, Any]) -> str:
-    """A snapshot's source position in a few words."""
-    if "kafka" in position:
-        items = position["kafka"]
-        topics = ", ".join(sorted({str(item[0]) for item in items})) or "no topic"
-        return f"kafka: next offsets of {len(items)} partition(s) of {topics}"
-    if "files" in position:
-        return f"files: {len(position['files'])} input file(s) counted"
-    return "none (a socket cannot be replayed)"
-
-
 def _snapshots(
     fs: CheckpointFs, checkpoint_dir: str, metadata: CheckpointMetadata | None
 ) -> dict[str, Any]:
@@ -256,7 +246,7 @@ def _snapshots(
             "batch_time_utc": utc(manifest.batch_time_ms),
             "words": manifest.words,
             "total": manifest.total,
-            "position": position_summary(manifest.position),
+            "position": describe_position(manifest.position),
         }
     return section
 

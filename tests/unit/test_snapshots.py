@@ -16,7 +16,6 @@ from streaming_app.recovery.snapshots import (
     Manifest,
     find_snapshot,
     format_line,
-    kafka_position,
     latest_snapshot,
     parse_line,
     snapshot_name,
@@ -26,6 +25,7 @@ from streaming_app.recovery.snapshots import (
 from streaming_app.settings.loading import load_config
 from streaming_app.sources.files_log import InputFilesLog, base_name, visible_names
 from streaming_app.sources.kafka.offsets import OffsetRange
+from streaming_app.sources.positions import kafka_position
 
 KAFKA = Manifest(
     batch_time_ms=6000,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.common.fs import FileSystem
+from streaming_app.sources.positions import batch_position
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -104,22 +104,6 @@ def _row(item: tuple[str, tuple[int, bool]]) -> tuple[str, int]:
     return item[0], item[1][0]
 
 
-def source_position(fs: FileSystem, source: str, checkpoint_dir: str, batch_ms: int) -> Any:
-    """What a batch read: Kafka end offsets, or the input files; None for a socket."""
-    if source == "kafka":
-        from streaming_app.recovery.snapshots import kafka_position
-        from streaming_app.sources.kafka.offset_log import OffsetLog
-
-        ranges = OffsetLog(fs, checkpoint_dir).read_ranges(batch_ms) or []
-        return kafka_position(ranges)
-    if source == "files":
-        from streaming_app.sources.files_log import InputFilesLog
-
-        record = InputFilesLog(fs, checkpoint_dir).read(batch_ms) or {}
-        return {"files": record.get("files", [])}
-    return None
-
-
 def write_postgres(
     batch_time: datetime, rdd: RDD[tuple[str, tuple[int, bool]]], target: PostgresTarget
 ) -> None:
@@ -150,7 +134,7 @@ def write_postgres(
     fs = HadoopFs(rdd.context, target.checkpoint_dir)
     position = {
         "context": target.context_id,
-        **(source_position(fs, target.source, target.checkpoint_dir, batch_ms) or {}),
+        **batch_position(fs, target.source, target.checkpoint_dir, batch_ms),
     }
     if writer.write_batch(batch_ms, rows, position, replace=whole):
         log.debug(
