@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import BATCH_S, broker, load_topic, median, write_json
-from streaming_app.tools.report import BatchMetrics
+from streaming_app.common.metrics_record import BatchMetrics
 
 # Checkpoint intervals compared, in batches; 1000 batches never comes within a run.
 CHECKPOINT_BATCHES = (1, 5, 10, 1000)

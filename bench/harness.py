@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker
 from streaming_app.tools.produce import generated_lines, produce
-from streaming_app.tools.report import BatchMetrics, read_metrics
 
 WORDS_PER_LINE = 10
 VOCABULARY = 100_000

@@ -38,8 +38,8 @@ from bench.harness import (
     poll_until,
     stop_session,
 )
+from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.tools.produce import generated_lines
-from streaming_app.tools.report import BatchMetrics
 
 # Files go in this long after a batch boundary (both systems' batches start on multiples
 # of the interval in epoch time), so that one batch reads a whole round.

@@ -43,9 +43,9 @@ from bench.harness import (
 )
 from bench.micro import micro, micro_report, per_line, per_line_report
 from bench.peer import peer, peer_report
+from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import generated_lines, produce
-from streaming_app.tools.report import BatchMetrics
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 # Lines per batch tried for the sustained rate.

@@ -7,10 +7,11 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from streaming_app.cli.exits import fail
 from streaming_app.errors import ConfigError, StreamingAppError
 from streaming_app.recovery.spark_checkpoint import CheckpointProbe, LocalCheckpointFs, NoProbe
 from streaming_app.sources.kafka.offsets import TopicPartition
@@ -28,11 +29,6 @@ _NO_VERIFY = click.option(
     "folders it references, stay unknown",
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-
-
-def _fail(error: StreamingAppError) -> NoReturn:
-    click.echo(f"Error: {error}", err=True)
-    sys.exit(error.exit_code)
 
 
 def _setup_logging() -> None:
@@ -124,9 +120,9 @@ def inspect(directory: str, as_json: bool, bootstrap_servers: str | None, no_ver
             fs, path, _probe(no_verify), bootstrap_servers, broker_latest_offsets
         )
     except StreamingAppError as error:
-        _fail(error)
+        fail(error)
     except OSError as exc:
-        _fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
+        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
     click.echo(json.dumps(report, indent=2) if as_json else render_inspect(report))
 
 
@@ -154,16 +150,16 @@ def clean(directory: str, dry_run: bool, as_json: bool, no_verify: bool) -> None
         ensure_checkpoint_dir(fs, path)
         plan = plan_clean(fs, path, _probe(no_verify))
     except StreamingAppError as error:
-        _fail(error)
+        fail(error)
     except OSError as exc:
-        _fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
+        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
     failed = [] if dry_run else apply_plan(fs, plan)
     if as_json:
         click.echo(json.dumps({**plan.to_json(), "applied": not dry_run, "failed": failed}))
     else:
         click.echo(render_clean(plan, dry_run))
     if failed:
-        _fail(StreamingAppError(f"could not remove {len(failed)} path(s): {', '.join(failed)}"))
+        fail(StreamingAppError(f"could not remove {len(failed)} path(s): {', '.join(failed)}"))
 
 
 if __name__ == "__main__":

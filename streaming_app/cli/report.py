@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
 
 import click
 
+from streaming_app.cli.exits import fail
+from streaming_app.common.metrics_record import read_metrics
 from streaming_app.errors import ConfigError, StreamingAppError
-from streaming_app.tools.report import format_summary, plot, read_metrics, summarize
+from streaming_app.tools.report import format_summary, plot, summarize
 
 # An empty metrics file is not a usage mistake, but there is nothing to report.
 EXIT_NO_BATCHES = 1
-
-
-def _fail(error: StreamingAppError) -> NoReturn:
-    click.echo(f"Error: {error}", err=True)
-    sys.exit(error.exit_code)
 
 
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +34,7 @@ def report(metrics: str, png: str | None) -> None:
     try:
         records, skipped = read_metrics(metrics)
     except OSError as exc:
-        _fail(ConfigError(f"{metrics}: {exc.strerror or exc}"))
+        fail(ConfigError(f"{metrics}: {exc.strerror or exc}"))
     if not records:
         note = f" ({skipped} malformed line(s) skipped)" if skipped else ""
         click.echo(f"no batches in {metrics}{note}", err=True)
@@ -48,9 +44,9 @@ def report(metrics: str, png: str | None) -> None:
         try:
             plot(records, png)
         except StreamingAppError as error:
-            _fail(error)
+            fail(error)
         except OSError as exc:
-            _fail(ConfigError(f"{png}: {exc.strerror or exc}"))
+            fail(ConfigError(f"{png}: {exc.strerror or exc}"))
     for line in format_summary(summary, skipped):
         click.echo(line)
     if png is not None:

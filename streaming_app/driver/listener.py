@@ -7,9 +7,9 @@ from typing import Any
 
 from pyspark.streaming.listener import StreamingListener
 
+from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.driver.metrics import MetricsRecorder, known, now_ms
 from streaming_app.settings.schema import AppConfig
-from streaming_app.tools.report import BatchMetrics
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from streaming_app.tools.report import BatchMetrics, delay_growing
+from streaming_app.common.metrics_record import BatchMetrics, delay_growing
 
 log = logging.getLogger("streaming_app.driver.metrics")
 

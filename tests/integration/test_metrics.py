@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.tools.report import read_metrics
+from streaming_app.common.metrics_record import read_metrics
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send

@@ -16,7 +16,8 @@ from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.offset_log import OffsetLog
 from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
 from streaming_app.sources.kafka.planner import ranges_for_batch
-from streaming_app.sources.kafka.reader import StatsParam, decode_value
+from streaming_app.sources.kafka.reader import decode_value
+from streaming_app.sources.kafka.runtime import StatsParam
 from streaming_app.sources.kafka.settings import KafkaSettings
 
 

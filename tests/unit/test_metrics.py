@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.driver.listener import LoggingListener
 from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
-from streaming_app.tools.report import BatchMetrics, read_metrics, summarize
+from streaming_app.tools.report import summarize
 
 T0 = 1_795_000_000_000
 

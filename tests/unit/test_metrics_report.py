@@ -14,16 +14,9 @@ from click.testing import CliRunner, Result
 from numpy.typing import ArrayLike
 
 from streaming_app.cli.report import report
+from streaming_app.common.metrics_record import delay_growing, read_metrics
 from streaming_app.errors import ConfigError
-from streaming_app.tools.report import (
-    PLOT_MISSING,
-    delay_growing,
-    format_summary,
-    percentile,
-    plot,
-    read_metrics,
-    summarize,
-)
+from streaming_app.tools.report import PLOT_MISSING, format_summary, percentile, plot, summarize
 
 T0 = 1_732_280_000_000
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -21,9 +21,10 @@ from streaming_app.sources.kafka.offsets import (
     ends_of,
     plan_ranges,
 )
-from streaming_app.sources.kafka.reader import StatsParam, read_range
+from streaming_app.sources.kafka.reader import read_range
 from streaming_app.sources.kafka.runtime import (
     RUNTIME,
+    StatsParam,
     broker_offsets,
     connection_for,
     note_figures,

@@ -7,8 +7,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.accumulators import AccumulatorParam
-
 from streaming_app.errors import SourceDataLostError
 from streaming_app.sources.kafka.client import (
     REQUEST_TIMEOUT_MS,
@@ -32,24 +30,6 @@ STALL_FAIL_SECONDS = 300.0
 
 
 BatchStats = dict[int, dict[str, int]]
-
-
-class StatsParam(AccumulatorParam[BatchStats]):
-    """Accumulates read statistics per batch: {batch_ms: {key: count}}.
-
-    One accumulator serves the whole driver process (PySpark never forgets an
-    accumulator, so one per batch would leak); the driver pops each batch's entry.
-    """
-
-    def zero(self, value: BatchStats) -> BatchStats:
-        return {}
-
-    def addInPlace(self, first: BatchStats, second: BatchStats) -> BatchStats:  # noqa: N802
-        for batch_ms, counts in second.items():
-            into = first.setdefault(batch_ms, {})
-            for key, count in counts.items():
-                into[key] = into.get(key, 0) + count
-        return first
 
 
 def decode_value(value: bytes | None, max_value_bytes: int, stats: dict[str, int]) -> str | None:

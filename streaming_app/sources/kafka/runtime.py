@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyspark.accumulators import AccumulatorParam
+
 from streaming_app.common.fs import join
 from streaming_app.common.retry import with_retries
 from streaming_app.sources.kafka.client import Broker, KafkaConnection
@@ -20,6 +22,7 @@ from streaming_app.sources.kafka.offset_log import (
 from streaming_app.sources.kafka.offsets import (
     BrokerOffsets,
 )
+from streaming_app.sources.kafka.reader import BatchStats
 from streaming_app.sources.kafka.settings import KafkaSettings
 
 if TYPE_CHECKING:
@@ -164,3 +167,21 @@ def drain(timeout: float, ended: Callable[[], bool] = lambda: False) -> bool:
         except Exception:  # the context failed or is gone: nothing more will commit
             return False
         time.sleep(0.1)
+
+
+class StatsParam(AccumulatorParam[BatchStats]):
+    """Accumulates read statistics per batch: {batch_ms: {key: count}}.
+
+    One accumulator serves the whole driver process (PySpark never forgets an
+    accumulator, so one per batch would leak); the driver pops each batch's entry.
+    """
+
+    def zero(self, value: BatchStats) -> BatchStats:
+        return {}
+
+    def addInPlace(self, first: BatchStats, second: BatchStats) -> BatchStats:  # noqa: N802
+        for batch_ms, counts in second.items():
+            into = first.setdefault(batch_ms, {})
+            for key, count in counts.items():
+                into[key] = into.get(key, 0) + count
+        return first

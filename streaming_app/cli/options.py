@@ -1,0 +1,113 @@
+"""What the commands share: run settings as options (each backed by an env variable); logging."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from streaming_app.settings.rules import JOBS, SOURCES
+from streaming_app.settings.schema import setting_help
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def setup_logging(level: str) -> None:
+    """Log the app's records to stderr; keep py4j's chatter out."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    # kafka-python logs every failed connection attempt; the app says it once per retry.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def _option(key: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:
+    flag = "--" + key.replace("_", "-")
+    return click.option(flag, *decls, key, default=None, help=setting_help(key), **kwargs)
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for decorate in reversed(
+        [
+            click.option(
+                "--config",
+                "config_file",
+                type=click.Path(dir_okay=False),
+                help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]",
+            ),
+            _option("job", type=click.Choice(JOBS, case_sensitive=False)),
+            _option("source", type=click.Choice(SOURCES, case_sensitive=False)),
+            _option("host", metavar="HOST"),
+            _option("port", metavar="PORT"),
+            _option("input_dir", metavar="DIR"),
+            _option("bootstrap_servers", metavar="HOST:PORT[,...]"),
+            _option("topics", metavar="TOPIC[,...]"),
+            _option("starting_offsets", metavar="WHERE"),
+            _option("max_rate_per_partition", metavar="N"),
+            _option("group_id", metavar="GROUP"),
+            _option(
+                "on_offset_out_of_range",
+                type=click.Choice(["fail", "earliest"], case_sensitive=False),
+            ),
+            _option("max_value_bytes", metavar="BYTES"),
+            _option("window", metavar="SECONDS"),
+            _option("slide", metavar="SECONDS"),
+            _option("csv_fields", metavar="NAME,NAME,..."),
+            _option("key_field", metavar="NAME"),
+            _option("value_field", metavar="NAME"),
+            _option("checkpoint_dir", metavar="DIR"),
+            _option("batch_interval", metavar="SECONDS"),
+            _option("checkpoint_interval", metavar="SECONDS"),
+            _option(
+                "on_incompatible_checkpoint",
+                type=click.Choice(["fail", "restore-from-snapshot"], case_sensitive=False),
+            ),
+            _option("restore_from_snapshot", metavar="PATH"),
+            _option("snapshot_interval", metavar="SECONDS"),
+            _option("snapshot_dir", metavar="DIR"),
+            _option("snapshot_keep", metavar="N"),
+            click.option(
+                "--sink",
+                "sinks",
+                multiple=True,
+                type=click.Choice(["console", "files", "postgres"]),
+                help="an output; repeat for several [env: STREAMING_APP_SINKS, comma-separated]",
+            ),
+            _option("output_dir", metavar="DIR"),
+            _option("postgres_table", metavar="[SCHEMA.]TABLE"),
+            _option("master", metavar="URL"),
+            click.option(
+                "--allow-local-checkpoint",
+                "allow_local_checkpoint",
+                flag_value="true",
+                default=None,
+                help=setting_help("allow_local_checkpoint"),
+            ),
+            _option("stop_timeout", metavar="SECONDS"),
+            _option("metrics_file", metavar="FILE"),
+            click.option(
+                "--progress/--no-progress",
+                "progress",
+                default=None,
+                help=setting_help("progress"),
+            ),
+            _option("duration", metavar="SECONDS"),
+            _option("top_n", metavar="N"),
+            _option("state_buckets", metavar="N"),
+            _option(
+                "log_level",
+                type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+            ),
+            click.option(
+                "--spark-conf",
+                "spark_conf",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="a Spark setting for a new context; repeatable",
+            ),
+        ]
+    ):
+        func = decorate(func)
+    return func
