@@ -473,7 +473,7 @@ def test_uris_are_left_alone(uri: str) -> None:
 
 @pytest.mark.parametrize("name", ["local.ini", "cluster.ini", "docker.ini"])
 def test_shipped_config_files_load(name: str) -> None:
-    path = Path(__file__).resolve().parents[2] / "conf" / name
+    path = Path(__file__).resolve().parents[3] / "conf" / name
     config = load_config(str(path), env={})
     assert config.checkpoint_dir
     if name != "docker.ini":  # the examples carry a [kafka] section to switch to

@@ -15,7 +15,7 @@ from streaming_app.cli import checkpoint as cli_checkpoint
 from streaming_app.cli.checkpoint import checkpoint
 from streaming_app.recovery.spark_checkpoint import FileCheck, LocalCheckpointFs, NoProbe
 from streaming_app.tools.checkpoint_clean import CleanPlan, apply_plan, plan_clean
-from tests.unit.test_inspect_checkpoint import (
+from tests.unit.tools.test_checkpoint_inspect import (
     EMPTY,
     MID,
     NEW,
