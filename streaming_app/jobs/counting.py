@@ -1,9 +1,10 @@
 """The two jobs on one pipeline: word counts (the default) and keyed sums of CSV records.
 
 Each job is a per-partition pre-aggregation, a reduce function with its inverse (for the
-sliding window) and an updateStateByKey function; everything else (sources, the
-checkpoint guard, snapshots, sinks) is shared. All functions handed to Spark are
-module-level, so the checkpoint refers to them by name.
+sliding window) and an update function; everything else (sources, the checkpoint guard,
+snapshots, sinks) is shared. The driver picks the functions here when it builds the
+graph; Spark then runs them on the executors (pre-aggregation, reduce) and in the state
+update. All are module-level, so the checkpoint refers to them by name.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Pure word-count logic handed to Spark: tokenizing lines and updating running totals."""
+"""Word counting, engine-neutral: tokenizing lines and updating running totals.
+
+Runs where Spark calls it: `count_words` on the executors (one call per partition of a
+batch's lines), `add_counts` in the shuffle's combiners, `update_count` in the state
+update. Pure Python, no Spark import, so any engine (and the unit tests) can use it.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""Counts (or sums) over a sliding window, next to the running totals.
+"""Counts (or sums) over a sliding window, next to the running totals (DStream wiring).
 
 `reduceByKeyAndWindow` with an inverse function: each slide adds the batches entering the
 window and subtracts those leaving it, instead of re-reducing the whole window. That form
 keeps its previous window as state, so Spark must checkpoint it (every checkpoint
 interval, a multiple of the slide). Keys whose value fell to zero are dropped, so the
-state holds only what is in the window.
+state holds only what is in the window. `windowed` runs on the driver when the graph is
+built; the reduce and filter functions it names run on the executors.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Writing state snapshots from the running stream: an output operation on the totals."""
+"""Writing state snapshots from the running stream: an output operation on the totals.
+
+Runs on the driver each due batch: the totals are read with one Spark job, the driver
+writes the snapshot (part file, then the manifest, then the rename) through Hadoop's
+FileSystem, with the source position from sources/positions.py.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Outputs of the running totals: the console line per batch and idempotent files."""
+"""Wiring the configured sinks into the DStream graph, as output operations (driver side).
+
+Runs once, on the driver, when the factory builds the graph. The lambdas registered here
+are pickled into the checkpoint and run on the driver every batch; they capture only
+plain values, frozen settings and module functions.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Console sink: the top keys by value as one line per batch (or per slide of a window)."""
+"""Console sink: the top keys by value as one line per batch (or per slide of a window).
+
+Runs on the driver, as an output operation: `takeOrdered` is one Spark job whose tasks
+run on the executors; the line is printed by the driver.
+"""
 
 from __future__ import annotations
 

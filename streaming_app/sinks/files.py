@@ -1,4 +1,9 @@
-"""Files sink (driver side): each batch's totals as `totals-<batch_ms>/`, written atomically."""
+"""Files sink: each batch's totals (or window) as `totals-<batch_ms>/`, written atomically.
+
+Runs on the driver, as an output operation: it plans the write through Hadoop's
+FileSystem, executors write the part files (`saveAsTextFile`), the driver publishes the
+directory by renaming it and prunes old ones. A replayed batch writes the same again.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Socket source (DStream): lines from a TCP server, for demos; it cannot replay."""
+"""Socket source (DStream): lines from a TCP server, for demos; it cannot replay.
+
+Spark's receiver runs on an executor and stores what it reads (with the write-ahead log
+in the checkpoint directory); the driver only builds the stream.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The running totals as updateStateByKey keeps them: one state record per bucket of keys.
 
+The functions here run inside Spark's jobs on the executors (grouping, merging and the
+update); `keep_totals` and `update_buckets` run on the driver to build the graph.
+
 PySpark's updateStateByKey cogroups the whole state with the batch every batch, in
 Python (every record tagged, combined into lists, passed out to the JVM and back, grouped)
 and calls the update function once per state record. With one record per key that is

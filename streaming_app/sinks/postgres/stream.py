@@ -1,7 +1,10 @@
 """The postgres sink as an output operation: each batch's changed totals in one transaction.
 
-The DSN is today's (from config or environment), never checkpointed: it may carry a
-password, and a restarted driver must be able to point at a moved server.
+Runs on the driver each batch: the changed rows are collected by one Spark job and
+written by the driver's one connection, with the progress row (batch time, source
+position) in the same transaction. The DSN is today's (from config or environment),
+never checkpointed: it may carry a password, and a restarted driver must be able to
+point at a moved server.
 """
 
 from __future__ import annotations
