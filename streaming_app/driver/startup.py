@@ -72,7 +72,7 @@ def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, boo
             "It was probably written by another version of streaming_app, Spark or Python. "
             f"Restart with --on-incompatible-checkpoint {RESTORE} to carry the totals over "
             "from the newest snapshot. Move the directory aside to start afresh (totals "
-            "restart from zero); see README 'Recovery'"
+            "restart from zero); see docs/recovery.md"
         ) from None
     return ssc, bool(created)
 

@@ -127,7 +127,7 @@ def incompatible(
             f"restart with --on-incompatible-checkpoint {RESTORE} (seeds a new checkpoint "
             f"from the newest snapshot in {snapshots}); to keep this checkpoint, run the "
             "version and settings that wrote it; to start from zero, move the directory "
-            "aside. See README 'Upgrades'"
+            "aside. See docs/upgrades.md"
         )
     try:
         path, manifest = find_snapshot(filesystem_for(snapshots), snapshots)

@@ -1,34 +1,86 @@
-"""The README stays true to the code: every setting is documented, the commands exist."""
+"""The docs stay true to the code: every setting is documented, commands and links exist."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 from streaming_app.settings.schema import SETTINGS, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+# A markdown link or image: [text](target) or ![alt](target).
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
 
 
 def test_every_setting_is_in_the_configuration_table() -> None:
     for key, setting in SETTINGS.items():
         row = f"| `{key}` ({setting.metadata['section']}) |"
-        assert row in README, f"README configuration table lacks {row}"
+        assert row in CONFIGURATION, f"docs/configuration.md lacks {row}"
 
 
 def test_the_table_lists_no_setting_that_does_not_exist() -> None:
-    documented = set(re.findall(r"^\| `(\w+)` \(\w+\) \|", README, re.M))
+    documented = set(re.findall(r"^\| `(\w+)` \(\w+\) \|", CONFIGURATION, re.M))
     assert documented == set(SETTINGS)
 
 
 def test_env_variables_follow_the_documented_pattern() -> None:
-    assert "STREAMING_APP_<KEY>" in README
+    assert "STREAMING_APP_<KEY>" in CONFIGURATION
+    assert "STREAMING_APP_<KEY>" in README.read_text(encoding="utf-8")
     assert env_name("checkpoint_dir") == "STREAMING_APP_CHECKPOINT_DIR"
 
 
-def test_the_readme_commands_exist() -> None:
-    for script in re.findall(r"scripts/[\w-]+\.sh", README):
-        assert (ROOT / script).is_file(), script
-    for conf in re.findall(r"conf/[\w.-]+\.(?:ini|conf|properties)", README):
-        assert (ROOT / conf).is_file(), conf
+def test_the_docs_pages_exist() -> None:
+    assert DOCS, "docs/ has no pages"
+    assert README.is_file()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_the_commands_named_exist(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for script in re.findall(r"scripts/[\w-]+\.sh", text):
+        assert (ROOT / script).is_file(), f"{_name(page)}: {script}"
+    for conf in re.findall(r"conf/[\w.-]+\.(?:ini|conf|properties)", text):
+        assert (ROOT / conf).is_file(), f"{_name(page)}: {conf}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them."""
+    headings = re.findall(r"^#+ (.*)$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_relative_links_resolve_to_files_and_headings(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for target in LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # a URL
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.is_file(), f"{_name(page)}: broken link {target}"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{_name(page)}: no heading for {target}"
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    text = README.read_text(encoding="utf-8")
+    for page in DOCS:
+        assert f"](docs/{page.name})" in text, f"README does not link docs/{page.name}"
+
+
+def test_the_docs_pages_named_in_the_code_exist() -> None:
+    sources = [*(ROOT / "streaming_app").rglob("*.py"), *(ROOT / "conf").glob("*.ini")]
+    named = {m for p in sources for m in re.findall(r"docs/[\w-]+\.md", p.read_text("utf-8"))}
+    assert named, "the code names no docs page"
+    for name in named:
+        assert (ROOT / name).is_file(), name

@@ -128,6 +128,7 @@ def test_an_unusable_checkpoint_fails_with_what_differs_and_what_to_do(
     message = str(raised.value)
     assert reason in message
     assert "--on-incompatible-checkpoint restore-from-snapshot" in message
+    assert message.endswith("See docs/upgrades.md")
     assert "\n" not in message
     assert (ckpt / "checkpoint-1000").exists()  # `fail` touches nothing
 
