@@ -1,4 +1,4 @@
-"""The frozen, validated application config: defaults < INI file < STREAMING_APP_* env < CLI."""
+"""The settings' schema: the frozen AppConfig, each setting with its section, parser, default, help."""
 
 from __future__ import annotations
 
