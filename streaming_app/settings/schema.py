@@ -1,4 +1,4 @@
-"""The settings' schema: the frozen AppConfig, each setting with its section, parser, default, help."""
+"""The settings schema: the frozen AppConfig; each setting with section, parser, default, help."""
 
 from __future__ import annotations
 
