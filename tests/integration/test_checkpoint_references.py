@@ -33,7 +33,7 @@ import streaming_app
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.restore import Seed
 from streaming_app.recovery.snapshots import Manifest, read_manifest
-from streaming_app.settings.schema import load_config
+from streaming_app.settings.loading import load_config
 
 pytestmark = pytest.mark.timeout(300)
 
