@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import BATCH_S, broker, load_topic, median, write_json
+from bench.rates import interleaved, runner
 from streaming_app.common.metrics_record import BatchMetrics
 
 # Checkpoint intervals compared, in batches; 1000 batches never comes within a run.
@@ -98,8 +99,6 @@ def checkpoint_cost(
     batches (words over processing time; only one batch in N checkpoints, so not the
     median), its loss against the last interval, and the within-run figures.
     """
-    from bench.run import interleaved, runner  # run.py imports this module
-
     topic = load_topic(bootstrap, lines, seed=3)
     found = interleaved(rounds, {
         batches: runner(

@@ -7,12 +7,12 @@ Exports REV with `git archive` into the work directory, loads one topic as the
 throughput benchmark does, and runs the app from REV and from this checkout on it, once
 per batch size and side, `--rounds` rounds interleaved (REV, this, REV, this, ...); per
 size, the median processing time of a batch on each side and whether each side keeps up
-(as bench/run.py decides it). The throughput benchmark's baseline (kafka-python and
+(as bench/throughput.py decides it). The throughput benchmark's baseline (kafka-python and
 `Counter` in one process, median of 5 runs over 200,000 lines) runs on the same topic,
 so each side's sustained rate has its ratio to it. Both sides use this virtualenv's
 packages. Prints Markdown for docs/benchmarks.md.
 
-With --keys N, the topic is bench/run.py's state of N keys instead (every key once,
+With --keys N, the topic is bench/state_size.py's state of N keys instead (every key once,
 then 100,000 Zipf lines over them, in batches of 20,000 lines), and the figures are
 those of the batches after the state is full: what a change does to a large state.
 """
@@ -29,14 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import BATCH_S, WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
-from bench.run import (
-    SUSTAINED_RUN_BATCHES,
-    interleaved,
-    key_topic,
-    runner,
-    size_keeps_up,
-    sustained_lines,
-)
+from bench.rates import interleaved, runner
+from bench.state_size import key_topic
+from bench.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,7 +115,7 @@ def keys_table(rev: str, keys: int, found: dict[str, Any]) -> str:
 
 
 def sustained(rows: list[dict[str, Any]], side: str) -> int:
-    """Words/s of one side's sustained batch size, as bench/run.py decides it."""
+    """Words/s of one side's sustained batch size, as bench/throughput.py decides it."""
     tried = [{"batch_lines": r["batch_lines"], "keeps_up": size_keeps_up(r[side])} for r in rows]
     return sustained_lines(tried) * WORDS_PER_LINE // BATCH_S
 

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker
+from streaming_app.tools.processes import kill_group, stop_group
 from streaming_app.tools.produce import generated_lines, produce
 
 WORDS_PER_LINE = 10
@@ -148,28 +148,11 @@ class AppRun:
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM."""
-        kill_session(self.proc)
+        kill_group(self.proc)
 
     def stop(self) -> None:
-        """SIGTERM (graceful stop), then SIGKILL if it takes too long."""
-        stop_session(self.proc, timeout=120)
-
-
-def kill_session(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a process started in its own session, with everything in it, and reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def stop_session(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the process, then kill_session if it has not ended within `timeout`."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_session(proc)
+        """SIGTERM the driver (graceful stop), then SIGKILL its session if it takes too long."""
+        stop_group(self.proc, grace=120, leader_only=True)
 
 
 def kafka_args(workdir: Path, bootstrap: str, topic: str, *extra: str) -> list[str]:

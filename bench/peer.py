@@ -36,9 +36,9 @@ from bench.harness import (
     AppRun,
     median,
     poll_until,
-    stop_session,
 )
 from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.tools.processes import stop_group
 from streaming_app.tools.produce import generated_lines
 
 # Files go in this long after a batch boundary (both systems' batches start on multiples
@@ -73,19 +73,6 @@ def move_in(paths: list[Path], staging: Path, input_dir: Path) -> None:
         os.utime(path)
     for path in staged:
         os.rename(path, input_dir / path.name)
-
-
-def reap_group(pgid: int, grace: float = 10) -> None:
-    """SIGKILL whatever is left of a stopped process's session (its JVM) after a grace time."""
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def files_read(checkpoint: Path) -> dict[str, int]:
@@ -146,7 +133,6 @@ def dstream_rounds(
         ]
     finally:
         app.stop()
-        reap_group(app.proc.pid)
     return found, round(median(empty), 3) if empty else None
 
 
@@ -197,8 +183,7 @@ class StructuredRun:
 
     def stop(self) -> None:
         """SIGTERM (stops the query and Spark), then SIGKILL of the session if it hangs."""
-        stop_session(self.proc, timeout=60)
-        reap_group(self.proc.pid)
+        stop_group(self.proc, grace=60, leader_only=True)
 
 
 def structured_rounds(base: Path, plan: list[list[Path]], lines_per_round: int) -> list[Any]:

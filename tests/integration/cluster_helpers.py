@@ -17,6 +17,7 @@ from typing import Any
 
 import pyspark
 
+from streaming_app.tools.processes import stop_group
 from tests.integration.harness import App, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,28 +39,6 @@ def tail(path: Path, chars: int = 3000) -> str:
         return path.read_text("utf-8", errors="replace")[-chars:]
     except FileNotFoundError:
         return "(no log)"
-
-
-def stop_group(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
-    """SIGTERM the process group we started, then SIGKILL it if it lingers; reap it."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        # The group may outlive its leader (a child still exiting).
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-    proc.poll()
 
 
 class Cluster:
@@ -178,7 +157,7 @@ class Cluster:
     def stop(self) -> None:
         """Stop the worker, then the master (their process groups only)."""
         for proc in reversed(self.procs.values()):
-            stop_group(proc)
+            stop_group(proc, grace=15)
 
 
 def script_env() -> dict[str, str]:

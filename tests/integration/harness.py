@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming_app.sinks.files_layout import SUCCESS_MARKER, batch_of, read_totals, read_totals_dir
+from streaming_app.tools.processes import kill_group
 
 # A small, fixed vocabulary keeps totals easy to eyeball when a test fails.
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
@@ -63,18 +64,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def group_gone(pgid: int, timeout: float = 30) -> bool:
-    """Whether every process of a process group has ended (and been reaped) in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 # A progress line's scheduling delay (streaming_app.driver.metrics.progress_line).
@@ -138,9 +127,7 @@ class App:
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM (the whole session) at once, then reap them."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        if not group_gone(self.proc.pid):
+        if not kill_group(self.proc):
             raise AssertionError("processes of the killed app are still alive")
         self._close()
 
@@ -154,8 +141,7 @@ class App:
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            kill_group(self.proc)
             raise AssertionError("app did not exit in time:\n" + self.log()[-4000:]) from None
         self._close()
         return code
@@ -163,8 +149,7 @@ class App:
     def stop_if_running(self) -> None:
         """Clean-up for tests that failed half-way."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            kill_group(self.proc)
         self._close()
 
     def _close(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.tools.processes import kill_group, signal_group
 from tests.integration.harness import drop_file, free_port, truth, wait_for_totals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,12 +35,6 @@ def wait_for_text(
         assert proc.poll() is None, path.read_text()[-3000:]
         assert time.monotonic() < deadline, path.read_text()[-3000:]
         time.sleep(0.3)
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.mark.timeout(240)
@@ -165,8 +159,7 @@ def test_netcat_demo_counts_what_is_typed_into_nc(tmp_path: Path) -> None:
     finally:
         kill_group(proc)
         if app_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(app_pid, signal.SIGKILL)
+            signal_group(app_pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(120)

@@ -13,8 +13,9 @@ from psycopg import sql
 
 from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
+from streaming_app.tools.processes import group_gone
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, group_gone, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.pg_helpers import postgres_config
 
 pytestmark = pytest.mark.timeout(300)

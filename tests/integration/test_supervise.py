@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.tools.processes import group_gone, signal_group
 from tests.integration.conftest import files_args
 from tests.integration.harness import (
     App,
     drop_file,
-    group_gone,
     make_text,
     truth,
     wait_for_totals,
@@ -23,14 +23,6 @@ from tests.integration.harness import (
 
 pytestmark = pytest.mark.timeout(480)
 KILLS = 3
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
@@ -81,5 +73,4 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
     finally:
         supervisor.stop_if_running()
         for pgid in drivers:
-            if _alive(pgid):
-                os.killpg(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)

@@ -6,7 +6,8 @@ from typing import Any
 
 from bench.checkpoint import checkpoint_report, within_run, writes_checkpoint
 from bench.compare import keys_table, sustained, table
-from bench.run import interleaved, size_keeps_up, sustained_lines
+from bench.rates import interleaved
+from bench.throughput import size_keeps_up, sustained_lines
 
 
 def _figures(kept: int, runs: int = 3, processing: float = 1.0) -> dict[str, Any]:

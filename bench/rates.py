@@ -1,0 +1,124 @@
+"""A capped app run's figures over its steady batches, and runs repeated round after round."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.harness import (
+    BATCH_S,
+    PARTITIONS,
+    WORDS_PER_LINE,
+    AppRun,
+    PeakMemory,
+    kafka_args,
+    median,
+)
+from streaming_app.common.metrics_record import BatchMetrics
+
+
+def app_rate(
+    workdir: Path,
+    name: str,
+    bootstrap: str,
+    topic: str,
+    lines: int,
+    batch_lines: int,
+    *extra: str,
+    skip_lines: int = 0,
+    memory: bool = False,
+    code: Path | None = None,
+    per_batch: Callable[[list[BatchMetrics], list[BatchMetrics]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Read a preloaded topic in equal capped batches; the steady batches' figures.
+
+    Steady: after the first two batches (JVM warm-up), or after the batches that read the
+    first `skip_lines` lines, and before the last (partial) batch. With `memory`, the peak
+    resident memory of the app's processes too. `code`: run the app from that copy.
+    `per_batch`: more figures, from (every batch of the run, the steady batches).
+    """
+    rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
+    args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
+    app = AppRun.start(workdir, name, [*args, *extra], code=code)
+    peak = PeakMemory(app.proc.pid) if memory else None
+    try:
+        app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=120 + lines / 50)
+    finally:
+        memory_figures = peak.stop() if peak else {}
+        app.stop()
+    batches = app.batches()
+    busy = [b for b in batches if b.records and b.processing_ms]
+    if skip_lines:
+        read = list(itertools.accumulate(b.records or 0 for b in busy))
+        steady = [b for b, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
+        steady = steady[:-1] or steady
+    else:
+        steady = busy[2:-1] or busy  # without the JVM warm-up and the last, partial batch
+    seconds = [(b.processing_ms or 0) / 1000 for b in steady]
+    words = [(b.records or 0) * WORDS_PER_LINE / s for b, s in zip(steady, seconds, strict=True)]
+    return {
+        "batch_lines": PARTITIONS * rate * BATCH_S,
+        "batches": len(steady),
+        "processing_s": round(median(seconds), 3),
+        "words_per_s": round(median(words)),
+        "mean_words_per_s": round(
+            sum(b.records or 0 for b in steady) * WORDS_PER_LINE / max(sum(seconds), 1e-9)
+        ),
+        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
+        "max_scheduling_delay_s": round(
+            max((b.scheduling_delay_ms or 0 for b in steady), default=0) / 1000, 2
+        ),
+        "first_scheduling_delay_s": round((steady[0].scheduling_delay_ms or 0) / 1000, 2),
+        "last_scheduling_delay_s": round((steady[-1].scheduling_delay_ms or 0) / 1000, 2),
+        **memory_figures,
+        **(per_batch(batches, steady) if per_batch else {}),
+    }  # fmt: skip
+
+
+def keeps_up(figures: dict[str, Any]) -> bool:
+    """Median processing within the interval, and the scheduling delay not growing."""
+    return bool(
+        figures["processing_s"] <= BATCH_S
+        and figures["last_scheduling_delay_s"] <= figures["first_scheduling_delay_s"] + 0.5
+    )
+
+
+def runner(workdir: Path, name: str, *args: Any, **options: Any) -> Callable[[str], dict[str, Any]]:
+    """app_rate(workdir, name, *args, **options) as a run of `interleaved` (its name gets
+    a suffix)."""
+    return lambda suffix: app_rate(workdir, f"{name}-{suffix}", *args, **options)
+
+
+def interleaved(
+    rounds: int,
+    measure: dict[Any, Callable[[str], dict[str, Any]]],
+    each: tuple[str, ...] = ("processing_s",),
+) -> dict[Any, dict[str, Any]]:
+    """Every measurement `rounds` times, round after round (so that drift hits all alike).
+
+    measure: key -> a run, given a name suffix; per key: the median of every figure over
+    the runs that know it (None: not known in that run), `runs` (how many) and, for each
+    field of `each`, `runs_<field>`: every run's value (`runs_processing_s` by default).
+    """
+    found: dict[Any, list[dict[str, Any]]] = {key: [] for key in measure}
+    for number in range(1, rounds + 1):
+        for key, run in measure.items():
+            found[key].append(run(f"r{number}"))
+    merged = {}
+    for key, runs in found.items():
+        figures: dict[str, Any] = {}
+        for field, value in runs[0].items():
+            values = [r[field] for r in runs if r[field] is not None]  # None: not in that run
+            if not values or isinstance(values[0], bool) or not isinstance(values[0], int | float):
+                figures[field] = value
+            else:
+                middle = median(values)
+                figures[field] = round(middle) if isinstance(values[0], int) else round(middle, 3)
+        figures["runs"] = len(runs)
+        for field in each:
+            figures[f"runs_{field}"] = [r[field] for r in runs]
+        figures["runs_kept_up"] = sum(keeps_up(r) for r in runs)
+        merged[key] = figures
+    return merged

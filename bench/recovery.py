@@ -1,0 +1,90 @@
+"""Recovery: from a restart after kill -9 to the first batch, and to a backlog read."""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench.harness import PARTITIONS, WORDS_PER_LINE, AppRun, kafka_args, load_topic, median
+from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import generated_lines, produce
+
+
+def records_by_batch(metrics: Path) -> dict[int, int]:
+    """Records per batch time; a batch re-run after a restart may say null: keep the known."""
+    found: dict[int, int] = {}
+    if not metrics.exists():
+        return found
+    for line in metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by kill -9
+        if isinstance(record.get("records"), int):
+            found[record["batch_time_ms"]] = max(found.get(record["batch_time_ms"], 0),
+                                                 record["records"])  # fmt: skip
+    return found
+
+
+def completed_since(start_ms: float, batches: list[BatchMetrics]) -> bool:
+    """Whether a batch completed after start_ms."""
+    return any(b.completed_ms > start_ms for b in batches)
+
+
+def wait_for_counted(app: AppRun, lines: int, timeout: float) -> None:
+    """Wait until the app's batches have read `lines` records in all."""
+    app.wait_for(lambda _: sum(records_by_batch(app.metrics).values()) >= lines, timeout)
+
+
+def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
+    """Seconds from a restart after kill -9 to its first batch, and to catching up a backlog."""
+    topic = load_topic(bootstrap, 1000, seed=2)
+    args = kafka_args(workdir / "recovery", bootstrap, topic, "--checkpoint-interval", "10")
+    sent = 1000
+    app = AppRun.start(workdir, "recovery", args)
+    first: list[float] = []
+    caught_up: list[float] = []
+    try:
+        wait_for_counted(app, sent, 180)
+        for run in range(runs):
+            time.sleep(6)  # past a state checkpoint, as a long-running driver would be
+            app.kill9()
+            lines = generated_lines(WORDS_PER_LINE, 100_000, 100 + run)
+            produce(KafkaConnection(bootstrap), topic, lines, backlog, 0, PARTITIONS)
+            sent += backlog
+            app = AppRun.start(workdir, "recovery", args)  # appends to the same metrics
+            start_ms = app.started * 1000
+            batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
+            done = min(b.completed_ms for b in batches if b.completed_ms > start_ms)
+            first.append((done - start_ms) / 1000)
+            wait_for_counted(app, sent, 300)
+            caught_up.append((time.time() * 1000 - start_ms) / 1000)
+    finally:
+        app.stop()
+    return {
+        "runs": runs,
+        "backlog_lines": backlog,
+        "first_batch_s": [round(x, 1) for x in first],
+        "first_batch_median_s": round(median(first), 1),
+        "caught_up_s": [round(x, 1) for x in caught_up],
+        "caught_up_median_s": round(median(caught_up), 1),
+    }
+
+
+def recovery_report(r: dict[str, Any]) -> list[str]:
+    """The recovery table of docs/benchmarks.md."""
+    return [
+        f"**Recovery** after `kill -9` of the driver and its JVM, with {r['backlog_lines']:,} "
+        f"lines produced while it was down ({r['runs']} runs):",
+        "",
+        "| | median | runs |",
+        "|---|---|---|",
+        f"| restart to the first completed batch | {r['first_batch_median_s']} s | "
+        f"{', '.join(map(str, r['first_batch_s']))} |",
+        f"| restart to the backlog read | {r['caught_up_median_s']} s | "
+        f"{', '.join(map(str, r['caught_up_s']))} |",
+    ]
