@@ -7,11 +7,28 @@ from typing import Any
 
 from pyspark.streaming.listener import StreamingListener
 
+from streaming_app.common.failure_text import failure_summary
 from streaming_app.driver.metrics import MetricsRecorder, known, now_ms
 from streaming_app.settings.schema import AppConfig
 from streaming_app.tools.report import BatchMetrics
 
 log = logging.getLogger(__name__)
+
+
+def receiver_warning(name: str, message: str, error: Any) -> str:
+    """One line for a receiver's error: its message and, if any, the cause in its trace."""
+    trace = str(error or "")
+    if "RejectedExecutionException" in trace:
+        # Only after a stop: Spark closes the receiver's write-ahead log before its block
+        # generator pushes the last block it holds (ReceiverSupervisorImpl.onStop).
+        return (
+            f"receiver {name}: the lines it received in its last block interval before the "
+            "stop were not stored (Spark closes the receiver's write-ahead log first); "
+            "a socket source cannot read them again"
+        )
+    cause = failure_summary(trace) if trace.strip() else ""
+    detail = f" ({cause})" if cause and cause not in message else ""
+    return f"receiver {name}: {message}{detail}; Spark keeps retrying"
 
 
 class LoggingListener(StreamingListener):
@@ -54,7 +71,7 @@ class LoggingListener(StreamingListener):
             message = str(info.lastErrorMessage() or "")
             if not message or message == "Stopped by driver":
                 return
-            log.warning("receiver %s: %s; Spark keeps retrying", info.name(), message)
+            log.warning("%s", receiver_warning(str(info.name()), message, info.lastError()))
         except Exception:
             log.warning("a receiver reported an error; Spark keeps retrying")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.driver.listener import LoggingListener
+from streaming_app.driver.listener import LoggingListener, receiver_warning
 from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
 from streaming_app.tools.report import BatchMetrics, read_metrics, summarize
 
@@ -168,3 +168,25 @@ def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
 
 def test_known_maps_sparks_minus_one_to_none() -> None:
     assert known(-1) is None and known(0) == 0
+
+
+def test_receiver_warnings_name_the_cause_in_one_line() -> None:
+    trace = "java.net.ConnectException: Connection refused\n\tat java.base/X.connect(X.java:1)"
+    line = receiver_warning("SocketReceiver-0", "Error connecting to 127.0.0.1:9", trace)
+    assert line == (
+        "receiver SocketReceiver-0: Error connecting to 127.0.0.1:9 "
+        "(ConnectException: Connection refused); Spark keeps retrying"
+    )
+    assert (
+        receiver_warning("R", "Restarting", None) == "receiver R: Restarting; Spark keeps retrying"
+    )
+
+
+def test_a_block_dropped_at_the_stop_is_said_plainly() -> None:
+    trace = (
+        "org.apache.spark.SparkException: Exception thrown in awaitResult:\n"
+        "Caused by: java.util.concurrent.RejectedExecutionException: Task rejected"
+    )
+    line = receiver_warning("SocketReceiver-0", "Error in block pushing thread", trace)
+    assert "last block interval before the stop were not stored" in line
+    assert "Exception" not in line and "retrying" not in line
