@@ -43,9 +43,14 @@ class LoggingListener(StreamingListener):
         self.batch_ms = batch_ms
 
     @classmethod
-    def for_config(cls, config: AppConfig) -> LoggingListener:
-        """The listener of a run: metrics as configured."""
+    def for_config(cls, config: AppConfig, replay_until_ms: int | None = None) -> LoggingListener:
+        """The listener of a run: metrics as configured.
+
+        A recovered run replays its missed intervals up to `replay_until_ms` (epoch ms);
+        their scheduling delay does not count as falling behind.
+        """
         recorder = MetricsRecorder(config.metrics_file, config.progress)
+        recorder.replay_until_ms = replay_until_ms
         return cls(recorder, config.source, config.batch_ms)
 
     def onReceiverStarted(self, receiverStarted: Any) -> None:  # noqa: N802, N803 (Spark API)

@@ -162,7 +162,7 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
         configure_postgres(config.postgres_dsn, stop.event)
     try:
         with jvm_ignoring_sigterm(), stop.through_start():
-            ssc = start_streaming(config, lambda: LoggingListener.for_config(config))
+            ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))
     except StreamingAppError:
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it

@@ -11,6 +11,7 @@ import pytest
 
 from streaming_app.driver.listener import LoggingListener, receiver_warning
 from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
+from streaming_app.settings.schema import load_config
 from streaming_app.tools.report import BatchMetrics, read_metrics, summarize
 
 T0 = 1_795_000_000_000
@@ -83,6 +84,34 @@ def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
         for n, delay in enumerate([2100, 2200, 2300, 2400, 2500]):
             recorder.record(batch(9 + n, delay))
     assert caplog.text.count("cannot keep up") == 2
+
+
+def test_replayed_intervals_of_a_recovered_run_are_not_falling_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = MetricsRecorder(None, progress=False)
+    recorder.replay_until_ms = T0 + 6 * 2000
+    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+        # The missed intervals, queued at once at the restart: their delay grows.
+        for n, delay in enumerate([100, 2000, 4000, 6000, 8000, 10000, 12000]):
+            recorder.record(batch(n, delay))
+        assert "cannot keep up" not in caplog.text
+        # After them the backlog shrinks: no warning either.
+        for n, delay in enumerate([11000, 9000, 7000, 5000, 3000]):
+            recorder.record(batch(7 + n, delay))
+        assert "cannot keep up" not in caplog.text
+        # A delay that grows after the replay is falling behind.
+        for n, delay in enumerate([3100, 3200, 3300, 3400, 3500]):
+            recorder.record(batch(12 + n, delay))
+    assert caplog.text.count("cannot keep up") == 1
+
+
+def test_the_listener_of_a_recovered_run_knows_its_replay(tmp_path: Path) -> None:
+    config = load_config(cli={"checkpoint_dir": str(tmp_path)})
+    listener = LoggingListener.for_config(config, T0)
+    assert listener.recorder is not None and listener.recorder.replay_until_ms == T0
+    fresh = LoggingListener.for_config(config)
+    assert fresh.recorder is not None and fresh.recorder.replay_until_ms is None
 
 
 def test_a_delay_under_the_interval_is_not_falling_behind(
