@@ -102,7 +102,10 @@ class LoggingListener(StreamingListener):
             figures = batch_figures(batch_ms)
             records, lag = figures if figures else (None, None)
         elif self.source == "files":
-            records = None  # Spark's file stream reports 0 records, whatever it read
+            # Spark's file stream reports 0 records, whatever it read; its jobs counted.
+            from streaming_app.sources.line_counts import batch_lines
+
+            records = batch_lines(batch_ms)
         return BatchMetrics(
             batch_time_ms=batch_ms,
             batch_interval_ms=self.batch_ms,

@@ -82,14 +82,20 @@ class FilesTracking:
 
 
 def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
-    """Log the files a batch reads (driver side) and drop those already in the seed."""
-    from streaming_app.common.hadoop_fs import HadoopFs
+    """Log the files a batch reads (driver side), drop those already in the seed, count lines."""
     from streaming_app.sinks.attach import epoch_ms
+    from streaming_app.sources.line_counts import counted
+
+    batch_ms = epoch_ms(batch_time)
+    return counted(_read_files(batch_ms, rdd, tracking), batch_ms)
+
+
+def _read_files(batch_ms: int, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
+    from streaming_app.common.hadoop_fs import HadoopFs
 
     paths = rdd_input_paths(rdd)
     if not paths:
         return rdd
-    batch_ms = epoch_ms(batch_time)
     files = InputFilesLog(HadoopFs(rdd.context, tracking.checkpoint_dir), tracking.checkpoint_dir)
     files.write_files(batch_ms, (base_name(p) for p in paths))
     kept = [p for p in paths if base_name(p) not in tracking.seeded]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -111,17 +113,26 @@ def test_socket_source_stops_quietly_while_lines_keep_arriving(
     assert_quiet(app.log())
 
 
-def test_files_source_stops_quietly(dirs: dict[str, Path], start_app: Any) -> None:
+def test_files_source_counts_records_per_batch_and_stops_quietly(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path
+) -> None:
     rng = random.Random(5)
     texts = [make_text(rng, lines) for lines in (30, 17)]
-    app = start_app(*files_args(dirs))
+    metrics = tmp_path / "metrics.jsonl"
+    app = start_app(*files_args(dirs, "--metrics-file", str(metrics)))
     app.wait_for_log(r"Started new streaming context")
     for i, text in enumerate(texts):
         drop_file(dirs["input"], f"{i}.txt", text.encode())
     wait_for_totals(dirs["output"], truth(texts), app)
     assert app.terminate() == 0
-    assert "Stopping gracefully (SIGTERM)" in app.log()
-    assert_quiet(app.log())
+    log = app.log()
+    assert "Stopping gracefully (SIGTERM)" in log
+    assert_quiet(log)
+    # Every batch says how many lines it read, in the progress line and the metrics.
+    progress = [int(n) if n != "?" else None for n in re.findall(r" records=(\d+|\?) ", log)]
+    assert progress and None not in progress and sum(progress) == 47, progress
+    recorded = [json.loads(line)["records"] for line in metrics.read_text().splitlines()]
+    assert None not in recorded and sum(recorded) == 47, recorded
 
 
 def test_kafka_run_stops_quietly_on_sigterm_to_its_process_group(

@@ -12,6 +12,7 @@ import pytest
 from streaming_app.driver.listener import LoggingListener, receiver_warning
 from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
 from streaming_app.settings.schema import load_config
+from streaming_app.sources import line_counts
 from streaming_app.tools.report import BatchMetrics, read_metrics, summarize
 
 T0 = 1_795_000_000_000
@@ -164,6 +165,11 @@ class _Completed:
         return _Info()
 
 
+class _FakeAccumulator:
+    def __init__(self, value: dict[int, dict[int, int]]) -> None:
+        self.value = value
+
+
 class _Keep(MetricsRecorder):
     def __init__(self) -> None:
         super().__init__(None, progress=False)
@@ -173,8 +179,13 @@ class _Keep(MetricsRecorder):
         self.seen.append(batch)
 
 
-@pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", None)])
-def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) -> None:
+@pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", 12)])
+def test_the_listener_turns_batch_info_into_a_record(
+    source: str, records: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The files source's lines come from its own count (Spark's numRecords is 0 for it).
+    counts = _FakeAccumulator({T0 - 2000: {0: 4}, T0: {0: 5, 1: 7}})
+    monkeypatch.setattr(line_counts, "_COUNTS", counts)
     keep = _Keep()
     LoggingListener(keep, source, 2000).onBatchCompleted(_Completed())
     [record] = keep.seen
@@ -182,6 +193,15 @@ def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) 
     assert record.records == records
     assert (record.processing_ms, record.scheduling_delay_ms) == (120, 3)
     assert record.total_delay_ms is None  # Spark's -1
+    if source == "files":
+        assert counts.value == {}  # taken once; older batches' counts are dropped
+
+
+def test_a_files_batch_without_counted_lines_read_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(line_counts, "_COUNTS", _FakeAccumulator({}))
+    keep = _Keep()
+    LoggingListener(keep, "files", 2000).onBatchCompleted(_Completed())
+    assert keep.seen[0].records == 0
 
 
 def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
