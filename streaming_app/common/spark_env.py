@@ -5,8 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -38,3 +42,37 @@ def prepare_spark_env(master: str, spark_conf_dir: str | None) -> None:
         # The master must be a JVM system property: on recovery Spark rebuilds the
         # SparkConf from the checkpoint and takes only spark.master from the launch.
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--master {shlex.quote(master)} pyspark-shell"
+
+
+@contextmanager
+def jvm_ignoring_sigterm() -> Iterator[None]:
+    """A JVM that PySpark launches meanwhile ignores SIGTERM: the driver alone stops it.
+
+    A SIGTERM sent to the whole process group (`kill -- -PGID`, a service manager) would
+    also run the JVM's shutdown hooks, which stop the streaming context and then the
+    executors while the driver is still finishing its own graceful stop: tasks are
+    rejected or lose their Python workers, with pages of errors. PySpark keeps SIGINT
+    from its JVM the same way; the JVM still ends with the driver (its stdin closes) and
+    on SIGKILL. Under spark-submit the JVM exists already and this does nothing.
+    """
+    from pyspark import java_gateway
+
+    gateway: Any = java_gateway  # its Popen, which launches the JVM
+    launch = gateway.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:  # in the child, before exec: an ignored signal stays so
+            if inner is not None:
+                inner()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return launch(*args, **kwargs)
+
+    gateway.Popen = popen
+    try:
+        yield
+    finally:
+        gateway.Popen = launch

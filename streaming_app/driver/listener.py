@@ -7,11 +7,28 @@ from typing import Any
 
 from pyspark.streaming.listener import StreamingListener
 
+from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.driver.metrics import MetricsRecorder, known, now_ms
 from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
+
+
+def receiver_warning(name: str, message: str, error: Any) -> str:
+    """One line for a receiver's error: its message and, if any, the cause in its trace."""
+    trace = str(error or "")
+    if "RejectedExecutionException" in trace:
+        # Only after a stop: Spark closes the receiver's write-ahead log before its block
+        # generator pushes the last block it holds (ReceiverSupervisorImpl.onStop).
+        return (
+            f"receiver {name}: the lines it received in its last block interval before the "
+            "stop were not stored (Spark closes the receiver's write-ahead log first); "
+            "a socket source cannot read them again"
+        )
+    cause = failure_summary(trace) if trace.strip() else ""
+    detail = f" ({cause})" if cause and cause not in message else ""
+    return f"receiver {name}: {message}{detail}; Spark keeps retrying"
 
 
 class LoggingListener(StreamingListener):
@@ -26,9 +43,14 @@ class LoggingListener(StreamingListener):
         self.batch_ms = batch_ms
 
     @classmethod
-    def for_config(cls, config: AppConfig) -> LoggingListener:
-        """The listener of a run: metrics as configured."""
+    def for_config(cls, config: AppConfig, replay_until_ms: int | None = None) -> LoggingListener:
+        """The listener of a run: metrics as configured.
+
+        A recovered run replays its missed intervals up to `replay_until_ms` (epoch ms);
+        their scheduling delay does not count as falling behind.
+        """
         recorder = MetricsRecorder(config.metrics_file, config.progress)
+        recorder.replay_until_ms = replay_until_ms
         return cls(recorder, config.source, config.batch_ms)
 
     def onReceiverStarted(self, receiverStarted: Any) -> None:  # noqa: N802, N803 (Spark API)
@@ -54,7 +76,7 @@ class LoggingListener(StreamingListener):
             message = str(info.lastErrorMessage() or "")
             if not message or message == "Stopped by driver":
                 return
-            log.warning("receiver %s: %s; Spark keeps retrying", info.name(), message)
+            log.warning("%s", receiver_warning(str(info.name()), message, info.lastError()))
         except Exception:
             log.warning("a receiver reported an error; Spark keeps retrying")
 
@@ -80,7 +102,10 @@ class LoggingListener(StreamingListener):
             figures = batch_figures(batch_ms)
             records, lag = figures if figures else (None, None)
         elif self.source == "files":
-            records = None  # Spark's file stream reports 0 records, whatever it read
+            # Spark's file stream reports 0 records, whatever it read; its jobs counted.
+            from streaming_app.sources.line_counts import batch_lines
+
+            records = batch_lines(batch_ms)
         return BatchMetrics(
             batch_time_ms=batch_ms,
             batch_interval_ms=self.batch_ms,

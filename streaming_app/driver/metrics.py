@@ -55,6 +55,8 @@ class MetricsRecorder:
         self.progress = progress
         self.delays: deque[int] = deque(maxlen=GROWTH_WINDOW)
         self.warned = False
+        # Batches up to this time (epoch ms) replay a recovered run's missed intervals.
+        self.replay_until_ms: int | None = None
         self._lock = threading.Lock()
 
     def record(self, batch: BatchMetrics) -> None:
@@ -69,6 +71,8 @@ class MetricsRecorder:
     def _watch(self, batch: BatchMetrics) -> None:
         if batch.scheduling_delay_ms is None:
             return
+        if self.replay_until_ms is not None and batch.batch_time_ms <= self.replay_until_ms:
+            return  # queued at the restart all at once: catch-up, not a job that falls behind
         self.delays.append(batch.scheduling_delay_ms)
         growing = delay_growing(list(self.delays), batch.batch_interval_ms, GROWTH_WINDOW)
         if growing and not self.warned:

@@ -8,10 +8,15 @@ import shlex
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from streaming_app.common.failure_text import java_summary
-from streaming_app.common.spark_env import prepare_spark_env, under_spark_submit
+from streaming_app.common.spark_env import (
+    jvm_ignoring_sigterm,
+    prepare_spark_env,
+    under_spark_submit,
+)
 from streaming_app.driver.stopping import (
     StopRequest,
     await_stop,
@@ -122,8 +127,12 @@ def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -
     )
 
 
-def run(config: AppConfig) -> int:
-    """Run the app until stopped; returns the exit code (raises StreamingAppError on failure)."""
+def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
+    """Run the app until stopped; returns the exit code (raises StreamingAppError on failure).
+
+    `quiesce`, if given, is called when a graceful stop begins, before the context stops:
+    a caller that feeds the source itself (the demo) stops sending there.
+    """
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)
@@ -152,7 +161,8 @@ def run(config: AppConfig) -> int:
 
         configure_postgres(config.postgres_dsn, stop.event)
     try:
-        ssc = start_streaming(config, lambda: LoggingListener.for_config(config))
+        with jvm_ignoring_sigterm(), stop.through_start():
+            ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))
     except StreamingAppError:
         raise
     except Exception as exc:  # start() rejected the graph or could not restore it
@@ -163,8 +173,8 @@ def run(config: AppConfig) -> int:
         if isinstance(error, StreamingFailedError):
             error = StreamingFailedError(f"could not start streaming: {java_summary(exc)}")
         raise error from None
-    # Also bounds the JVM's own graceful stop when the signal reaches it directly (a
-    # terminal's Ctrl-C goes to the whole process group).
+    # Also bounds the JVM's own graceful stop when a signal reaches it directly (under
+    # spark-submit, the JVM's SIGTERM).
     set_graceful_stop_timeout(ssc, config.stop_timeout)
     try:
         reason = await_stop(ssc, stop, config.duration)
@@ -177,6 +187,8 @@ def run(config: AppConfig) -> int:
         reason,
         config.stop_timeout,
     )
+    if quiesce is not None:
+        quiesce()
     if config.source == "kafka":
         drain_kafka(ssc, config, deadline)
     if not stop_within(ssc, deadline):

@@ -110,8 +110,11 @@ def mark_seeding(fs: FileSystem, config: AppConfig, plan: StartPlan) -> Seed | N
     return plan.seed
 
 
-def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
+def start_streaming(config: AppConfig, listener: Callable[[int | None], Any]) -> Any:
     """Get or create the context and start it; returns the running context.
+
+    `listener` makes the StreamingListener; a recovered context passes it the time up to
+    which its first batches replay the missed intervals (None for a new context).
 
     Spark falls back to an older checkpoint file when the newest cannot be read, but
     an older file may name state checkpoint files that Spark has since deleted, and
@@ -131,7 +134,9 @@ def start_streaming(config: AppConfig, listener: Callable[[], Any]) -> Any:
             log.info("Started new streaming context; checkpoints in %s", config.checkpoint_dir)
         if under_spark_submit() and ssc.sparkContext.master != config.master:
             log.info("master %s comes from spark-submit", ssc.sparkContext.master)
-        ssc.addStreamingListener(listener())
+        # Spark queues the missed intervals at start(): up to the next interval from now.
+        replay_until = None if created else int(time.time() * 1000) + config.batch_ms
+        ssc.addStreamingListener(listener(replay_until))
         from streaming_app.driver.factory import choose_worker_daemon
 
         choose_worker_daemon(ssc.sparkContext, config)

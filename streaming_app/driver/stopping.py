@@ -9,6 +9,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -31,6 +33,10 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 
 
+class StartInterruptedError(Exception):
+    """Ctrl-C reached PySpark's own SIGINT handler while the context was being started."""
+
+
 class StopRequest:
     """Set by SIGTERM/SIGINT; a second signal exits at once."""
 
@@ -50,6 +56,25 @@ class StopRequest:
             os._exit(EXIT_INTERRUPTED)
         self.reason = name
         self.event.set()
+
+    @contextmanager
+    def through_start(self) -> Iterator[None]:
+        """Keep SIGINT ours while Spark starts (main thread only).
+
+        Creating a SparkContext replaces the SIGINT handler with PySpark's, which cancels
+        every job and raises KeyboardInterrupt wherever the main thread is: a Ctrl-C would
+        then abort the driver mid-call, leaving the JVM to stop on its own, with stack
+        traces. This handler is put back once the context exists; a Ctrl-C that came
+        before counts as a stop request (StartInterruptedError).
+        """
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.reason = self.reason or signal.SIGINT.name
+            self.event.set()
+            raise StartInterruptedError("interrupted while starting") from None
+        finally:
+            self.install()
 
 
 # Our own errors raised in driver callbacks or tasks reach us as Java exceptions whose
@@ -88,8 +113,8 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
                 return stop.reason
             raise stream_failure(exc) from None
         if stop.event.is_set():
-            # Checked first: a signal sent to the whole process group also makes the
-            # JVM stop the context itself (stopGracefullyOnShutdown).
+            # Checked first: under spark-submit a signal sent to the whole process group
+            # also makes the JVM stop the context itself (stopGracefullyOnShutdown).
             return stop.reason
         if ended:
             raise StreamingFailedError("the streaming context stopped unexpectedly")

@@ -18,6 +18,7 @@ from pyspark.streaming import DStream, StreamingContext
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.common.hadoop_fs import HadoopFs
 from streaming_app.sources.files_log import InputFilesLog, base_name, visible_names
+from streaming_app.sources.line_counts import counted
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -80,12 +81,15 @@ class FilesTracking:
 
 
 def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
-    """Log the files a batch reads (driver side) and drop those already in the seed."""
+    """Log the files a batch reads (driver side), drop those already in the seed, count lines."""
+    batch_ms = epoch_ms(batch_time)
+    return counted(_read_files(batch_ms, rdd, tracking), batch_ms)
 
+
+def _read_files(batch_ms: int, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
     paths = rdd_input_paths(rdd)
     if not paths:
         return rdd
-    batch_ms = epoch_ms(batch_time)
     files = InputFilesLog(HadoopFs(rdd.context, tracking.checkpoint_dir), tracking.checkpoint_dir)
     files.write_files(batch_ms, (base_name(p) for p in paths))
     kept = [p for p in paths if base_name(p) not in tracking.seeded]

@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 DEMO_STATE = "demo.json"
+# After the last line is sent, before the context stops: more than two block intervals
+# (spark.streaming.blockInterval, 200 ms), so that the receiver has stored its last block.
+SETTLE_SECONDS = 1.0
 
 
 def sample_lines() -> list[str]:
@@ -34,6 +37,7 @@ class LineServer:
         self._lines = lines
         self._interval = 1.0 / rate
         self._stopped = threading.Event()
+        self._paused = threading.Event()
         self._sock = socket.create_server((host, port))
         self._sock.settimeout(0.2)
         self.port: int = self._sock.getsockname()[1]
@@ -44,6 +48,15 @@ class LineServer:
         """Start accepting connections in the background."""
         self._thread.start()
         return self
+
+    def quiesce(self, settle: float = SETTLE_SECONDS) -> None:
+        """Stop sending but keep the connection, then give the receiver time to store it all.
+
+        Spark stops a receiver's write-ahead log before its last block is pushed, so lines
+        still arriving at the stop would be dropped with an error (see conf/log4j2.properties).
+        """
+        self._paused.set()
+        time.sleep(settle)
 
     def stop(self) -> None:
         """Stop serving and close the listening socket."""
@@ -64,6 +77,9 @@ class LineServer:
     def _feed(self, conn: socket.socket) -> None:
         index = 0
         while not self._stopped.is_set():
+            if self._paused.is_set():
+                self._stopped.wait(self._interval)
+                continue
             line = self._lines[index % len(self._lines)]
             try:
                 conn.sendall((line + "\n").encode("utf-8"))
@@ -144,7 +160,7 @@ def run_demo(
     server.start()
     started = time.monotonic()
     try:
-        code = run(config)
+        code = run(config, quiesce=server.quiesce)
     finally:
         server.stop()
         if temporary:

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
-from streaming_app.driver.listener import LoggingListener
+from streaming_app.driver.listener import LoggingListener, receiver_warning
 from streaming_app.driver.metrics import MetricsRecorder, known, progress_line
+from streaming_app.settings.loading import load_config
+from streaming_app.sources import line_counts
 from streaming_app.tools.report import summarize
 
 T0 = 1_795_000_000_000
@@ -86,6 +88,34 @@ def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
     assert caplog.text.count("cannot keep up") == 2
 
 
+def test_replayed_intervals_of_a_recovered_run_are_not_falling_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = MetricsRecorder(None, progress=False)
+    recorder.replay_until_ms = T0 + 6 * 2000
+    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+        # The missed intervals, queued at once at the restart: their delay grows.
+        for n, delay in enumerate([100, 2000, 4000, 6000, 8000, 10000, 12000]):
+            recorder.record(batch(n, delay))
+        assert "cannot keep up" not in caplog.text
+        # After them the backlog shrinks: no warning either.
+        for n, delay in enumerate([11000, 9000, 7000, 5000, 3000]):
+            recorder.record(batch(7 + n, delay))
+        assert "cannot keep up" not in caplog.text
+        # A delay that grows after the replay is falling behind.
+        for n, delay in enumerate([3100, 3200, 3300, 3400, 3500]):
+            recorder.record(batch(12 + n, delay))
+    assert caplog.text.count("cannot keep up") == 1
+
+
+def test_the_listener_of_a_recovered_run_knows_its_replay(tmp_path: Path) -> None:
+    config = load_config(cli={"checkpoint_dir": str(tmp_path)})
+    listener = LoggingListener.for_config(config, T0)
+    assert listener.recorder is not None and listener.recorder.replay_until_ms == T0
+    fresh = LoggingListener.for_config(config)
+    assert fresh.recorder is not None and fresh.recorder.replay_until_ms is None
+
+
 def test_a_delay_under_the_interval_is_not_falling_behind(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -136,6 +166,11 @@ class _Completed:
         return _Info()
 
 
+class _FakeAccumulator:
+    def __init__(self, value: dict[int, dict[int, int]]) -> None:
+        self.value = value
+
+
 class _Keep(MetricsRecorder):
     def __init__(self) -> None:
         super().__init__(None, progress=False)
@@ -145,8 +180,13 @@ class _Keep(MetricsRecorder):
         self.seen.append(batch)
 
 
-@pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", None)])
-def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) -> None:
+@pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", 12)])
+def test_the_listener_turns_batch_info_into_a_record(
+    source: str, records: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The files source's lines come from its own count (Spark's numRecords is 0 for it).
+    counts = _FakeAccumulator({T0 - 2000: {0: 4}, T0: {0: 5, 1: 7}})
+    monkeypatch.setattr(line_counts, "_COUNTS", counts)
     keep = _Keep()
     LoggingListener(keep, source, 2000).onBatchCompleted(_Completed())
     [record] = keep.seen
@@ -154,6 +194,15 @@ def test_the_listener_turns_batch_info_into_a_record(source: str, records: Any) 
     assert record.records == records
     assert (record.processing_ms, record.scheduling_delay_ms) == (120, 3)
     assert record.total_delay_ms is None  # Spark's -1
+    if source == "files":
+        assert counts.value == {}  # taken once; older batches' counts are dropped
+
+
+def test_a_files_batch_without_counted_lines_read_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(line_counts, "_COUNTS", _FakeAccumulator({}))
+    keep = _Keep()
+    LoggingListener(keep, "files", 2000).onBatchCompleted(_Completed())
+    assert keep.seen[0].records == 0
 
 
 def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
@@ -169,3 +218,25 @@ def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
 
 def test_known_maps_sparks_minus_one_to_none() -> None:
     assert known(-1) is None and known(0) == 0
+
+
+def test_receiver_warnings_name_the_cause_in_one_line() -> None:
+    trace = "java.net.ConnectException: Connection refused\n\tat java.base/X.connect(X.java:1)"
+    line = receiver_warning("SocketReceiver-0", "Error connecting to 127.0.0.1:9", trace)
+    assert line == (
+        "receiver SocketReceiver-0: Error connecting to 127.0.0.1:9 "
+        "(ConnectException: Connection refused); Spark keeps retrying"
+    )
+    assert (
+        receiver_warning("R", "Restarting", None) == "receiver R: Restarting; Spark keeps retrying"
+    )
+
+
+def test_a_block_dropped_at_the_stop_is_said_plainly() -> None:
+    trace = (
+        "org.apache.spark.SparkException: Exception thrown in awaitResult:\n"
+        "Caused by: java.util.concurrent.RejectedExecutionException: Task rejected"
+    )
+    line = receiver_warning("SocketReceiver-0", "Error in block pushing thread", trace)
+    assert "last block interval before the stop were not stored" in line
+    assert "Exception" not in line and "retrying" not in line

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from streaming_app.common.failure_text import failure_summary
+from streaming_app.common.spark_env import jvm_ignoring_sigterm
 from streaming_app.driver.run import check_checkpoint_location, ensure_writable_dir
-from streaming_app.driver.stopping import StopRequest
+from streaming_app.driver.stopping import StartInterruptedError, StopRequest
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
 from streaming_app.settings.loading import load_config
 from streaming_app.settings.schema import AppConfig
@@ -92,6 +97,60 @@ def test_install_routes_sigterm_and_sigint() -> None:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_ctrl_c_while_starting_is_a_stop_request_and_sigint_is_ours_again() -> None:
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopRequest()
+    try:
+        with pytest.raises(StartInterruptedError), stop.through_start():
+            # What creating a SparkContext does: PySpark's own SIGINT handler.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # interrupted
+        assert stop.event.is_set() and stop.reason == "SIGINT"
+        assert signal.getsignal(signal.SIGINT) == stop._handle
+        assert signal.getsignal(signal.SIGTERM) == stop._handle
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_a_start_takes_sigint_back_from_pyspark() -> None:
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = StopRequest()
+    try:
+        with stop.through_start():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        assert signal.getsignal(signal.SIGINT) == stop._handle
+        assert not stop.event.is_set()
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _ignored_signals(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^SigIgn:\s*([0-9a-f]+)", status, re.M).group(1), 16)  # type: ignore[union-attr]
+
+
+def test_the_jvm_pyspark_launches_meanwhile_ignores_sigterm() -> None:
+    from pyspark import java_gateway
+
+    launch = java_gateway.Popen
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    with jvm_ignoring_sigterm():
+        child = java_gateway.Popen(sleep, preexec_fn=lambda: None)
+    other = subprocess.Popen(sleep)
+    try:
+        assert _ignored_signals(child.pid) & (1 << (signal.SIGTERM - 1))
+        assert not _ignored_signals(other.pid) & (1 << (signal.SIGTERM - 1))
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_IGN  # the driver still hears it
+    finally:
+        for proc in (child, other):
+            proc.kill()
+            proc.wait()
+    assert java_gateway.Popen is launch
 
 
 PYTHON_FAILURE = """org.apache.spark.SparkException: An exception was raised by Python:
