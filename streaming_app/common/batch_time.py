@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     pass
-
-
-log = logging.getLogger(__name__)
 
 
 def epoch_ms(batch_time: datetime) -> int:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import re
-
-log = logging.getLogger(__name__)
-
 
 _EXCEPTION_LINE = re.compile(
     r"^(?::\s*)?((?:[A-Za-z_][\w$]*\.)*[A-Za-z_][\w$]*(?:Exception|Error)): (.+)"

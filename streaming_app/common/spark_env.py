@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import signal
@@ -11,8 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 
 def repo_conf_dir() -> str | None:

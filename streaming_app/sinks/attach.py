@@ -7,7 +7,6 @@ plain values, frozen settings and module functions.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +18,6 @@ if TYPE_CHECKING:
     from pyspark.streaming import DStream
 
     from streaming_app.settings.schema import AppConfig
-
-log = logging.getLogger(__name__)
 
 
 def attach_sinks(

@@ -6,7 +6,6 @@ run on the executors; the line is printed by the driver.
 
 from __future__ import annotations
 
-import logging
 import sys
 from datetime import datetime
 from decimal import Decimal
@@ -20,9 +19,6 @@ from streaming_app.sinks.files_layout import (
 
 if TYPE_CHECKING:
     from pyspark import RDD
-
-
-log = logging.getLogger(__name__)
 
 
 def _by_count(pair: tuple[str, int]) -> tuple[int, str]:

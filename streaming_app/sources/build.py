@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sources.files import directory_lines
 from streaming_app.sources.socket import socket_lines
-
-log = logging.getLogger(__name__)
 
 
 def build_source(

@@ -7,7 +7,6 @@ its manifest, so that a context restored from it knows which files its totals in
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -16,8 +15,6 @@ from streaming_app.common.fs import FileSystem, join
 
 if TYPE_CHECKING:
     pass
-
-log = logging.getLogger(__name__)
 
 INPUT_FILES_DIR = "input-files"
 

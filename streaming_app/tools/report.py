@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -15,8 +14,6 @@ from streaming_app.errors import ConfigError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-log = logging.getLogger(__name__)
 
 PLOT_MISSING = "--plot needs matplotlib: pip install 'streaming-app[plot]'"
 

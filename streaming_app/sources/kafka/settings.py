@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,9 +12,6 @@ from streaming_app.sources.kafka.offsets import (
 
 if TYPE_CHECKING:
     from streaming_app.settings.schema import AppConfig
-
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
