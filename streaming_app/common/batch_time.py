@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    pass
+T = TypeVar("T")
 
 
 def epoch_ms(batch_time: datetime) -> int:
@@ -21,3 +20,15 @@ def spark_seconds(milliseconds: int) -> float:
     more always truncates to exactly `milliseconds`.
     """
     return (milliseconds + 0.5) / 1000
+
+
+def take_batch(by_batch: dict[int, T], batch_ms: int, default: T) -> T:
+    """Pop batch `batch_ms`'s entry (`default` if none) and forget every older batch's.
+
+    For per-batch figures kept on the driver until a batch completes: entries of older
+    batches (recomputed for lineage, or never completed) are never asked for again.
+    """
+    taken = by_batch.pop(batch_ms, default)
+    for stale in [t for t in by_batch if t < batch_ms]:
+        del by_batch[stale]
+    return taken

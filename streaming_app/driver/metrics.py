@@ -1,7 +1,7 @@
 """Per-batch metrics: one JSON line per completed batch, a progress line, a falling-behind warning.
 
 Fed by the StreamingListener (listener.py) on the driver. The format is documented in
-docs/metrics.md and read back by `streaming-app report` (metrics_report.py).
+docs/metrics.md and read back by `streaming-app report` (common/metrics_record.py, tools/report.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.batch_time import epoch_ms, take_batch
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -47,10 +47,7 @@ def mark_written(batch_ms: int, sink: str) -> None:
 
 def take_written(batch_ms: int) -> set[str]:
     """The sinks that wrote batch `batch_ms`; forgets it and every older batch."""
-    done = _written.pop(batch_ms, set())
-    for stale in [t for t in _written if t < batch_ms]:
-        del _written[stale]
-    return done
+    return take_batch(_written, batch_ms, set())
 
 
 def commit_batch(

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
+from streaming_app.common.batch_time import take_batch
+
 if TYPE_CHECKING:
     from pyspark import RDD
 
@@ -67,6 +69,5 @@ def batch_lines(batch_ms: int) -> int:
     if _COUNTS is None:
         return 0
     by_batch: LineCounts = _COUNTS.value
-    for older in [t for t in list(by_batch) if t < batch_ms]:
-        by_batch.pop(older, None)  # batches recomputed for lineage are never reported
-    return sum(by_batch.pop(batch_ms, {}).values())
+    # Batches recomputed for lineage are never reported.
+    return sum(take_batch(by_batch, batch_ms, {}).values())

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from streaming_app.common.batch_time import take_batch
 from streaming_app.common.fs import FileSystem
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,
@@ -112,10 +113,7 @@ def _take_stats(batch_ms: int) -> dict[str, int]:
     if RUNTIME.stats is None:
         return {}
     by_batch: dict[int, dict[str, int]] = RUNTIME.stats.value
-    counts = by_batch.pop(batch_ms, {})
-    for stale in [t for t in by_batch if t < batch_ms]:
-        del by_batch[stale]  # batches recomputed for lineage never commit
-    return counts
+    return take_batch(by_batch, batch_ms, {})  # batches recomputed for lineage never commit
 
 
 def _log_stats(batch_ms: int, counts: dict[str, int]) -> None:
