@@ -16,6 +16,14 @@ batch*), and what stays per state key is pickling dicts, which runs in C. `total
 flattens the buckets back into (key, total) pairs for the sinks. state_buckets = 0 keeps
 the layout of one record per key.
 
+A bucket's record stays serialized between batches: its value is a `Bucket` tuple of
+the packed {key: total} dict (marshal, or pickle for exact sums), the totals this batch
+changed, the bucket's top keys for the console, and its count of keys and sum of
+totals. A bucket that no key of the batch touches passes through as it is, without
+being unpacked, so an idle batch costs what the number of buckets costs, not the keys;
+the sinks read the changed totals, the tops and the counts without unpacking either
+(state/view.py).
+
 A batch reaches the state in one shuffle (batch_buckets): each partition's counts are
 grouped by bucket where they were counted, the bucket dicts are partitioned by bucket,
 and each bucket's dicts are merged into one. Partitioned like the state, the batch is
@@ -27,15 +35,31 @@ sinks are the merged buckets' items.
 
 from __future__ import annotations
 
+import heapq
+import marshal
+import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
-Bucket = dict[str, Any]
+from streaming_app.jobs.text import update_count
+
+Totals = dict[str, Any]
 # The bucket of the keyed-sum job's (None, BadRows) record: never in the state.
 NO_BUCKET = -1
+_MARSHAL, _PICKLE = b"m", b"p"
+
+
+class Bucket(NamedTuple):
+    """A bucket of the state between batches (pickled as a plain tuple by Spark)."""
+
+    packed: bytes  # the {key: total} dict, pack()ed
+    changed: Totals | None  # the keys this batch gave a new total, with it
+    top: list[tuple[str, Any]] | None  # the top keys by total (top_n > 0), rank order
+    keys: int  # how many keys
+    total: Any  # the sum of the totals (None while there is none)
 
 
 def bucket_of(key: str, buckets: int) -> int:
@@ -43,9 +67,29 @@ def bucket_of(key: str, buckets: int) -> int:
     return zlib.crc32(key.encode("utf-8", "surrogatepass")) % buckets
 
 
+def rank(pair: tuple[str, Any]) -> tuple[Any, str]:
+    """Sort key of the top keys: highest total first, then by key."""
+    return -pair[1], pair[0]
+
+
+def pack(totals: Totals) -> bytes:
+    """A bucket's totals as bytes: marshal (several times faster), pickle for Decimals."""
+    try:
+        return _MARSHAL + marshal.dumps(totals)
+    except ValueError:  # exact sums (Decimal) are not marshallable
+        return _PICKLE + pickle.dumps(totals, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(packed: bytes) -> Totals:
+    """Inverse of pack (within one Python version, as the checkpoint is)."""
+    body = memoryview(packed)[1:]
+    totals: Totals = marshal.loads(body) if packed[:1] == _MARSHAL else pickle.loads(body)
+    return totals
+
+
 def by_bucket(
     pairs: Iterable[tuple[str | None, Any]], buckets: int
-) -> Iterator[tuple[int, Bucket]]:
+) -> Iterator[tuple[int, Totals]]:
     """One partition's (key, value) pairs as (bucket, {key: value}) records.
 
     The key None (the keyed-sum job's bad rows) goes to NO_BUCKET.
@@ -60,45 +104,119 @@ def by_bucket(
     return iter(found.items())
 
 
-def merge_bucket(
-    new: Iterable[Bucket], state: Bucket | None, update: Callable[[Any, Any], Any]
-) -> Bucket | None:
-    """updateStateByKey function of a bucket: each new value through the job's update.
+def top_of(
+    totals: Totals, before: list[tuple[str, Any]] | None, changed: Totals, top_n: int
+) -> list[tuple[str, Any]] | None:
+    """The top `top_n` keys of a bucket after a batch (None when no console needs them).
 
-    `state` was unpickled for this task alone, so it is updated in place. A bucket with
-    no key left is dropped (None), as the job's update drops a key.
+    When no key of the old top went down, the new top is among the old top and the keys
+    the batch changed: every other key was at most the old top's last and did not move.
+    Otherwise (an exact sum that fell) the whole bucket is ranked.
     """
-    merged: Bucket = state if state is not None else {}
-    for values in new:
-        for key, value in values.items():
-            total = update((value,), merged.get(key))
-            if total is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = total
-    return merged or None
+    if not top_n:
+        return None
+    if before is not None and all(changed.get(k, v) >= v for k, v in before):
+        candidates = dict(before)
+        if len(before) == top_n:
+            # Only a changed total at least the old top's last can enter the top.
+            least = before[-1][1]
+            candidates.update((k, v) for k, v in changed.items() if v >= least)
+        else:
+            candidates.update(changed)
+        return heapq.nsmallest(top_n, candidates.items(), key=rank)
+    return heapq.nsmallest(top_n, totals.items(), key=rank)
+
+
+def _add_all(update: Callable[[Any, Any], Any], values: Iterable[Any], total: Any) -> Any:
+    """A running sum through the job's update function (None until there is a value)."""
+    added = update(values, total)
+    return total if added is None else added
+
+
+def new_bucket(totals: Totals, update: Callable[[Any, Any], Any], top_n: int) -> Bucket:
+    """A bucket of an initial state (a restored snapshot's totals)."""
+    return Bucket(
+        pack(totals),
+        None,
+        top_of(totals, None, {}, top_n),
+        len(totals),
+        _add_all(update, list(totals.values()), None),
+    )
+
+
+def merge_bucket(
+    new: Iterable[Totals],
+    state: Bucket | None,
+    update: Callable[[Any, Any], Any],
+    top_n: int = 0,
+) -> Bucket | None:
+    """A bucket after the batch: each new value through the job's update (one key's).
+
+    The update runs once per key of the batch; the rest of the bucket is unpacked and
+    packed again but not visited. A key the update drops (None) is removed and not
+    listed as changed: neither job drops a key that has a total. A bucket with no key
+    left is dropped (None).
+    """
+    totals: Totals = unpack(state.packed) if state is not None else {}
+    changed: Totals = {}
+    values: list[Any] = []
+    if update is update_count:
+        # The word count's update inlined (the same result): a call per key costs more
+        # than the addition.
+        get = totals.get
+        for part in new:
+            for key, value in part.items():
+                before = get(key)
+                if before is not None:
+                    totals[key] = changed[key] = before + value
+                elif value:
+                    totals[key] = changed[key] = value
+            values.append(sum(part.values()))
+    else:
+        for part in new:
+            for key, value in part.items():
+                total = update((value,), totals.get(key))
+                values.append(value)
+                if total is None:
+                    totals.pop(key, None)
+                else:
+                    totals[key] = changed[key] = total
+    if not totals:
+        return None
+    return Bucket(
+        pack(totals),
+        changed or None,
+        top_of(totals, state.top if state is not None else None, changed, top_n),
+        len(totals),
+        _add_all(update, values, state.total if state is not None else None),
+    )
+
+
+def passed_through(state: Bucket) -> Bucket:
+    """A bucket no key of the batch touched: as it was, without the last batch's changes."""
+    return state if state.changed is None else state._replace(changed=None)
 
 
 def bucket_items(record: tuple[int, Bucket]) -> Iterable[tuple[str, Any]]:
-    """The (key, total) pairs of a bucket."""
-    return record[1].items()
+    """The (key, total) pairs of a bucket (unpacks it)."""
+    return unpack(record[1].packed).items()
 
 
-def merge_buckets(a: Bucket, b: Bucket) -> Bucket:
+def merge_buckets(a: Totals, b: Totals) -> Totals:
     """Two parts of one bucket with disjoint keys (the initial state's partitions)."""
     a.update(b)
     return a
 
 
 def merge_parts(
-    records: Iterable[tuple[int, Bucket]], reduce: Callable[[Any, Any], Any]
-) -> Iterator[tuple[int, tuple[Bucket]]]:
+    records: Iterable[tuple[int, Totals]], reduce: Callable[[Any, Any], Any]
+) -> Iterator[tuple[int, tuple[Totals]]]:
     """A shuffled partition of a batch's bucket dicts: one record per bucket, values reduced.
 
     Each record is (bucket, (dict,)): the tuple tells a batch's part from a state record
     where the two meet (merge_states). The dicts were unpickled for this task alone.
     """
-    merged: dict[int, Bucket] = {}
+    merged: dict[int, Totals] = {}
     for index, values in records:
         into = merged.get(index)
         if into is None:
@@ -109,7 +227,7 @@ def merge_parts(
     return ((index, (values,)) for index, values in merged.items())
 
 
-def batch_items(record: tuple[int, tuple[Bucket]]) -> Iterable[tuple[str, Any]]:
+def batch_items(record: tuple[int, tuple[Totals]]) -> Iterable[tuple[str, Any]]:
     """The (key, value) pairs of a batch's bucket."""
     return record[1][0].items()
 
@@ -126,24 +244,32 @@ def batch_buckets(pairs: Any, buckets: int, reduce: Any, partitions: int) -> Any
 
 
 def merge_states(
-    records: Iterable[tuple[int, Any]], update: Callable[[Any, Any], Any]
+    records: Iterable[tuple[int, Any]], update: Callable[[Any, Any], Any], top_n: int = 0
 ) -> Iterator[tuple[int, Bucket]]:
-    """A partition of the state and the batch together: the state after the batch."""
+    """A partition of the state and the batch together: the state after the batch.
+
+    Only the buckets the batch has keys for are unpacked; the others pass through.
+    """
     states: dict[int, Bucket] = {}
-    parts: dict[int, list[Bucket]] = {}
+    parts: dict[int, list[Totals]] = {}
     for index, value in records:
         if type(value) is tuple:  # the batch's part (merge_parts)
             parts.setdefault(index, []).append(value[0])
         else:
             states[index] = value
     parts.pop(NO_BUCKET, None)
-    for index in states.keys() | parts.keys():
-        merged = merge_bucket(parts.get(index, ()), states.get(index), update)
+    for index, state in states.items():
+        if index not in parts:
+            yield index, passed_through(state)
+    for index, new in parts.items():
+        merged = merge_bucket(new, states.get(index), update, top_n)
         if merged is not None:
             yield index, merged
 
 
-def next_state(t: datetime, state: Any, batch: Any, partitions: int, update: Any) -> Any:
+def next_state(
+    t: datetime, state: Any, batch: Any, partitions: int, update: Any, top_n: int = 0
+) -> Any:
     """The state RDD after a batch RDD (PythonStateDStream's function).
 
     The state comes back partitioned as this function left it, so the union of the two
@@ -154,10 +280,14 @@ def next_state(t: datetime, state: Any, batch: Any, partitions: int, update: Any
     both = batch if state is None else state.union(batch)
     if both.getNumPartitions() != partitions:
         both = both.partitionBy(partitions)
-    return both.mapPartitions(partial(merge_states, update=update), preservesPartitioning=True)
+    return both.mapPartitions(
+        partial(merge_states, update=update, top_n=top_n), preservesPartitioning=True
+    )
 
 
-def update_buckets(batch: Any, update: Any, partitions: int, initial: Any = None) -> Any:
+def update_buckets(
+    batch: Any, update: Any, partitions: int, top_n: int = 0, initial: Any = None
+) -> Any:
     """updateStateByKey of batch_buckets' DStream, with next_state as the reduce function.
 
     `update` is the job's function of one key (update_count, update_sum).
@@ -168,7 +298,7 @@ def update_buckets(batch: Any, update: Any, partitions: int, initial: Any = None
     sc = batch._sc
     reduce = TransformFunction(  # type: ignore[no-untyped-call]
         sc,
-        partial(next_state, partitions=partitions, update=update),
+        partial(next_state, partitions=partitions, update=update, top_n=top_n),
         sc.serializer,
         batch._jrdd_deserializer,
     )
@@ -180,33 +310,27 @@ def update_buckets(batch: Any, update: Any, partitions: int, initial: Any = None
     return DStream(jstream.asJavaDStream(), batch._ssc, sc.serializer)
 
 
-def bucket_totals(rdd: Any) -> Any:
-    """The (key, total) pairs of an RDD of state buckets."""
-    return rdd.flatMap(bucket_items)
-
-
-def same_rdd(rdd: Any) -> Any:
-    """The (key, total) pairs of a state of one record per key: its RDD as it is."""
-    return rdd
-
-
 def keep_totals(
-    counts: Any, batch: Any, update: Any, buckets: int, partitions: int, initial: Any = None
-) -> tuple[Any, Callable[[Any], Any]]:
-    """The state DStream (to checkpoint, and for the sinks) and its RDDs' totals function.
-
-    The function gives an RDD of the state as (key, total) pairs. A sink applies it in
-    its own job, so the pairs go from the state's cached buckets straight into the
-    sink's Python pass; a DStream of the pairs would pickle every pair in a pass of its
-    own, for each sink to unpickle again.
+    counts: Any,
+    batch: Any,
+    update: Any,
+    buckets: int,
+    partitions: int,
+    top_n: int = 0,
+    initial: Any = None,
+) -> Any:
+    """The state DStream (to checkpoint, and for the sinks through a StateView).
 
     counts: the batch's (key, value) pairs; batch: batch_buckets of them (buckets > 0).
+    top_n: how many top keys each bucket keeps for the console (0: none).
     `initial`: an RDD of (key, total) pairs a restored context starts from.
     """
     if not buckets:
-        return counts.updateStateByKey(update, partitions, initialRDD=initial), same_rdd
+        return counts.updateStateByKey(update, partitions, initialRDD=initial)
     if initial is not None:
-        initial = initial.mapPartitions(partial(by_bucket, buckets=buckets)).reduceByKey(
-            merge_buckets, partitions
+        initial = (
+            initial.mapPartitions(partial(by_bucket, buckets=buckets))
+            .reduceByKey(merge_buckets, partitions)
+            .mapValues(partial(new_bucket, update=update, top_n=top_n))
         )
-    return update_buckets(batch, update, partitions, initial), bucket_totals
+    return update_buckets(batch, update, partitions, top_n, initial)

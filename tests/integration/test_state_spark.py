@@ -20,6 +20,7 @@ from streaming_app.state.buckets import (
     bucket_items,
     by_bucket,
     merge_parts,
+    new_bucket,
     next_state,
 )
 
@@ -89,7 +90,9 @@ def test_a_state_partitioned_by_another_process_is_partitioned_anew(sc: Any) -> 
     first, second = _lines(rng, 300), _lines(rng, 300)
     # A state as a checkpoint gives it back: partitioned by a partitioner Spark cannot
     # tell is the same (another process's function id).
-    old = dict(_batch(sc, first).map(lambda r: (r[0], r[1][0])).collect())
+    old = dict(
+        _batch(sc, first).map(lambda r: (r[0], new_bucket(r[1][0], update_count, 0))).collect()
+    )
     state = sc.parallelize(list(old.items()), PARTITIONS).partitionBy(
         PARTITIONS, partitionFunc=lambda bucket: bucket
     )
@@ -101,3 +104,30 @@ def test_a_state_partitioned_by_another_process_is_partitioned_anew(sc: Any) -> 
     assert totals == Counter(w for line in first + second for w in line.split())
     # The next batch finds it partitioned as its own: no more reshuffling.
     assert after.union(_batch(sc, second)).getNumPartitions() == PARTITIONS
+
+
+def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc: Any) -> None:
+    from streaming_app.state.view import StateView
+
+    view = StateView(bucketed=True, add=add_counts)
+    rng = random.Random(9)
+    state, totals = None, Counter[str]()
+    for _ in range(3):
+        lines = _lines(rng, 150)
+        batch_counts = Counter(w for line in lines for w in line.split())
+        totals.update(batch_counts)
+        state = next_state(
+            datetime.now(), state, _batch(sc, lines), PARTITIONS, update_count, top_n=5
+        ).cache()
+        assert dict(view.changed(state) or []) == {w: totals[w] for w in batch_counts}
+        assert view.top(state, 5) == sorted(totals.items(), key=lambda p: (-p[1], p[0]))[:5]
+        assert view.figures(state) == (len(totals), sum(totals.values()))
+        assert dict(view.totals(state).collect()) == totals
+        # The sinks of one batch share one digest: the same object, no second job.
+        assert view.digest(state) is view.digest(state)
+    # An idle batch: nothing changed, the tops and figures as they were.
+    idle = next_state(
+        datetime.now(), state, sc.parallelize([], PARTITIONS), PARTITIONS, update_count, top_n=5
+    )
+    assert view.changed(idle) == []
+    assert view.figures(idle) == (len(totals), sum(totals.values()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 import zlib
 from collections import Counter
@@ -9,10 +10,13 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+import pytest
+
 from streaming_app.jobs.keyed import BadRows, add_sums, update_sum
 from streaming_app.jobs.text import add_counts, update_count
 from streaming_app.state.buckets import (
     NO_BUCKET,
+    Bucket,
     batch_items,
     bucket_items,
     bucket_of,
@@ -21,7 +25,20 @@ from streaming_app.state.buckets import (
     merge_buckets,
     merge_parts,
     merge_states,
+    new_bucket,
+    pack,
+    rank,
+    top_of,
+    unpack,
 )
+
+
+def _state(totals: dict[str, Any], update: Any = update_count, top_n: int = 0) -> Bucket:
+    return new_bucket(dict(totals), update, top_n)
+
+
+def _totals(bucket: Bucket | None) -> dict[str, Any] | None:
+    return None if bucket is None else unpack(bucket.packed)
 
 
 def test_bucket_of_is_stable_and_in_range() -> None:
@@ -38,7 +55,7 @@ def test_by_bucket_groups_a_partition_without_losing_a_pair() -> None:
     pairs = [(f"w{i}", i) for i in range(500)]
     records = list(by_bucket(pairs, 16))
     assert len({b for b, _ in records}) == len(records)  # one record per bucket
-    flat = [pair for record in records for pair in bucket_items(record)]
+    flat = [pair for _, values in records for pair in values.items()]
     assert sorted(flat) == sorted(pairs)
     assert all(bucket_of(k, 16) == b for b, d in records for k in d)
 
@@ -60,7 +77,7 @@ def test_merged_buckets_equal_the_per_key_totals_over_many_batches() -> None:
     rng = random.Random(7)
     batches = [Counter(rng.choices([f"w{i}" for i in range(300)], k=200)) for _ in range(12)]
     buckets = 8
-    state: dict[int, dict[str, int]] = {}
+    state: dict[int, Bucket] = {}
     for batch in batches:
         # Two partitions of the batch, as reduceByKey leaves them.
         items = list(batch.items())
@@ -84,21 +101,86 @@ def test_a_key_whose_update_drops_it_leaves_the_bucket_and_an_empty_bucket_goes(
         result = (total or 0) + sum(new)
         return result or None
 
-    assert merge_bucket([{"a": -2}], {"a": 2, "b": 1}, drop_at_zero) == {"b": 1}
-    assert merge_bucket([{"a": -2}], {"a": 2}, drop_at_zero) is None
-    assert merge_bucket([], {"a": 2}, update_count) == {"a": 2}
+    after = merge_bucket([{"a": -2}], _state({"a": 2, "b": 1}), drop_at_zero)
+    assert _totals(after) == {"b": 1}
+    assert after is not None and after.changed is None and after.keys == 1
+    assert merge_bucket([{"a": -2}], _state({"a": 2}), drop_at_zero) is None
+    assert _totals(merge_bucket([], _state({"a": 2}), update_count)) == {"a": 2}
 
 
 def test_exact_sums_keep_a_key_at_zero() -> None:
-    merged = merge_bucket([{"c1": Decimal("-10.50")}], {"c1": Decimal("10.50")}, update_sum)
-    assert merged == {"c1": Decimal("0.00")}
-    assert str(merged["c1"]) == "0.00"
+    state = _state({"c1": Decimal("10.50")}, update_sum)
+    merged = merge_bucket([{"c1": Decimal("-10.50")}], state, update_sum)
+    assert merged is not None
+    assert _totals(merged) == {"c1": Decimal("0.00")}
+    assert str(merged.changed["c1"]) == "0.00"  # type: ignore[index]
+    assert merged.total == Decimal("0.00") and merged.keys == 1
+
+
+def test_packing_takes_marshal_for_counts_and_pickle_for_exact_sums() -> None:
+    counts = {"a": 1, "b": 10**30, "\udcff": -3}
+    sums = {"c1": Decimal("0.10"), "c2": Decimal("-1E+3")}
+    assert pack(counts)[:1] == b"m" and pack(sums)[:1] == b"p"
+    assert unpack(pack(counts)) == counts
+    assert unpack(pack(sums)) == sums
+    assert str(unpack(pack(sums))["c2"]) == "-1E+3"
+
+
+def test_a_bucket_records_what_the_batch_changed_and_its_count_and_sum() -> None:
+    before = _state({"a": 5, "b": 1}, top_n=2)
+    assert (before.changed, before.keys, before.total) == (None, 2, 6)
+    after = merge_bucket([{"a": 2}, {"c": 4}], before, update_count, top_n=2)
+    assert after is not None
+    assert after.changed == {"a": 7, "c": 4}
+    assert (after.keys, after.total) == (3, 12)
+    assert after.top == [("a", 7), ("c", 4)]
+    # The record pickles as a tuple through Spark and stays whole.
+    assert pickle.loads(pickle.dumps(after)) == after
+
+
+def test_a_bucket_the_batch_does_not_touch_passes_through_unopened() -> None:
+    # Bytes that do not unpack: merge_states would fail if it opened the bucket.
+    untouched = Bucket(b"not packed", {"x": 1}, [("x", 1)], 1, 1)
+    out = dict(merge_states([(1, untouched), (2, ({"y": 1},))], update_count, top_n=1))
+    assert out[1] == Bucket(b"not packed", None, [("x", 1)], 1, 1)
+    assert _totals(out[2]) == {"y": 1} and out[2].changed == {"y": 1}
+
+
+def _ranked(totals: dict[str, Any], n: int) -> list[tuple[str, Any]]:
+    return sorted(totals.items(), key=rank)[:n]
+
+
+@pytest.mark.parametrize("negative", [False, True])
+def test_each_buckets_top_is_its_best_keys_batch_after_batch(negative: bool) -> None:
+    # Counts only grow (the top is updated from the changed keys); exact sums may fall
+    # (then the whole bucket is ranked again). Either way the top is the brute force one.
+    rng = random.Random(13)
+    update = update_sum if negative else update_count
+    low = -3 if negative else 1
+    state: Bucket | None = None
+    totals: dict[str, Any] = {}
+    for _ in range(200):
+        part = {f"k{rng.randrange(40)}": rng.randint(low, 5) for _ in range(rng.randint(1, 6))}
+        if negative:
+            part = {k: Decimal(v) for k, v in part.items()}
+        for key, value in part.items():
+            totals[key] = totals.get(key, 0) + value
+        state = merge_bucket([part], state, update, top_n=5)
+        assert state is not None
+        assert state.top == _ranked(totals, 5)
+        assert state.keys == len(totals) and state.total == sum(totals.values())
+
+
+def test_top_of_ranks_ties_by_key_and_none_without_a_console() -> None:
+    totals = {"b": 2, "a": 2, "c": 1}
+    assert top_of(totals, None, totals, 2) == [("a", 2), ("b", 2)]
+    assert top_of(totals, None, totals, 0) is None
 
 
 def test_merge_buckets_joins_the_parts_of_an_initial_bucket() -> None:
     assert merge_buckets({"a": 1}, {"b": 2}) == {"a": 1, "b": 2}
     update = partial(merge_bucket, update=update_count)
-    assert update([{"a": 1}], None) == {"a": 1}
+    assert _totals(update([{"a": 1}], None)) == {"a": 1}
 
 
 def _shuffled(records: list[tuple[int, Any]], partitions: int) -> list[list[tuple[int, Any]]]:
@@ -133,12 +215,15 @@ def test_a_batch_through_one_shuffle_gives_the_per_key_totals_over_many_batches(
 def test_merge_states_tells_the_batch_from_the_state_whatever_the_order() -> None:
     for state_first in (True, False):
         # Fresh dicts each time: merge_states updates what it was given, as in a task.
-        state, batch = (3, {"a": 5}), (3, ({"a": 1, "b": 2},))
+        state, batch = (3, _state({"a": 5})), (3, ({"a": 1, "b": 2},))
         records = [state, batch] if state_first else [batch, state]
-        assert list(merge_states(records, update_count)) == [(3, {"a": 6, "b": 2})]
+        [(index, merged)] = merge_states(records, update_count)
+        assert (index, _totals(merged)) == (3, {"a": 6, "b": 2})
     # A bucket only in the batch starts through the update function, like a new key.
-    assert list(merge_states([(4, ({"c": 3},))], update_count)) == [(4, {"c": 3})]
-    assert list(merge_states([(5, {"d": 1})], update_count)) == [(5, {"d": 1})]
+    [(index, merged)] = merge_states([(4, ({"c": 3},))], update_count)
+    assert (index, _totals(merged)) == (4, {"c": 3})
+    [(index, merged)] = merge_states([(5, _state({"d": 1}))], update_count)
+    assert (index, _totals(merged)) == (5, {"d": 1})
 
 
 def test_the_keyed_sum_bad_rows_are_merged_in_the_batch_and_kept_out_of_the_state() -> None:
@@ -149,5 +234,29 @@ def test_the_keyed_sum_bad_rows_are_merged_in_the_batch_and_kept_out_of_the_stat
     batch = list(merge_parts(bucketed, add_sums))
     pairs = dict(pair for record in batch for pair in batch_items(record))
     assert pairs == {"c1": Decimal("3.5"), None: BadRows(columns=2, samples=("x", "x"))}
-    state = list(merge_states(batch, update_sum))
-    assert state == [(bucket_of("c1", 8), {"c1": Decimal("3.5")})]
+    [(index, merged)] = merge_states(batch, update_sum)
+    assert (index, _totals(merged)) == (bucket_of("c1", 8), {"c1": Decimal("3.5")})
+
+
+def test_the_inlined_word_count_update_gives_what_update_count_gives() -> None:
+    # merge_bucket inlines update_count; through any other function it calls the update
+    # per key. Both ways give the same bucket, zero counts of new keys included.
+    rng = random.Random(17)
+
+    def called(new: Any, total: Any) -> Any:
+        return update_count(new, total)
+
+    state = _state({f"w{i}": rng.randint(1, 100) for i in range(300)}, top_n=5)
+    for _ in range(20):
+        part = {f"w{rng.randrange(600)}": rng.randint(0, 3) for _ in range(80)}
+        fast = merge_bucket([dict(part)], state, update_count, top_n=5)
+        slow = merge_bucket([dict(part)], state, called, top_n=5)
+        assert fast is not None and slow is not None
+        assert _totals(fast) == _totals(slow)
+        assert (fast.changed, fast.top, fast.keys, fast.total) == (
+            slow.changed,
+            slow.top,
+            slow.keys,
+            slow.total,
+        )
+        state = fast

@@ -1,0 +1,114 @@
+"""How the sinks and the snapshots read a state RDD: totals, changes, top keys, counts.
+
+Runs on the driver, in the output operations. With state buckets only `totals` unpacks
+the buckets (an RDD, for the outputs of every total: a files base, a snapshot). The
+changes, the tops and the counts travel in the bucket records (state/buckets.py): one
+small job per batch collects them for every sink together (the batch's digest), so they
+cost what the buckets and the batch cost, not the keys, and one Spark job however many
+sinks read them (a job costs tens of milliseconds on two cores, even an empty one). With
+one state record per key (state_buckets = 0) the state does not know what changed:
+`changed` is None, and the top and the counts scan the whole state.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from streaming_app.state.buckets import bucket_items, rank
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+
+class Digest(NamedTuple):
+    """What the sinks read of a batch's state besides the totals, on the driver."""
+
+    changed: list[tuple[str, Any]] | None  # the totals the batch changed (None: not asked)
+    tops: list[tuple[str, Any]]  # every bucket's top keys
+    keys: int
+    total: Any
+
+
+def _bucket_digest(record: tuple[int, Any]) -> tuple[Any, Any, int, Any]:
+    bucket = record[1]
+    return bucket.changed, bucket.top, bucket.keys, bucket.total
+
+
+def _without_changes(record: tuple[int, Any]) -> tuple[Any, Any, int, Any]:
+    bucket = record[1]
+    return None, bucket.top, bucket.keys, bucket.total
+
+
+# The newest batch's digest: ((application, state RDD id), digest). Output operations of
+# one batch run one after the other on the driver, and each gets the same state RDD.
+_last: list[tuple[tuple[str, int], Digest]] = []
+
+
+def _key_figures(pair: tuple[str, Any]) -> tuple[int, Any]:
+    return 1, pair[1]
+
+
+@dataclass(frozen=True)
+class StateView:
+    """The reading functions of one state layout. Pickled into the checkpoint: plain fields."""
+
+    bucketed: bool
+    add: Callable[[Any, Any], Any]  # the job's reduce function: sums of totals
+    changes: bool = True  # a sink reads the changed totals (files, postgres)
+
+    def totals(self, rdd: RDD[Any]) -> RDD[tuple[str, Any]]:
+        """Every (key, total) of the state, as an RDD (unpacks every bucket)."""
+        return rdd.flatMap(bucket_items) if self.bucketed else rdd
+
+    def digest(self, rdd: RDD[Any]) -> Digest:
+        """The batch's digest: one job for the first sink of a batch, then kept."""
+        assert self.bucketed
+        which = (str(rdd.context.applicationId), rdd.id())
+        if _last and _last[0][0] == which:
+            return _last[0][1]
+        parts = rdd.map(_bucket_digest if self.changes else _without_changes).collect()
+        changed: list[tuple[str, Any]] | None = [] if self.changes else None
+        tops: list[tuple[str, Any]] = []
+        keys, total = 0, None
+        for part_changed, top, part_keys, part_total in parts:
+            if part_changed and changed is not None:
+                changed.extend(part_changed.items())
+            if top:
+                tops.extend(top)
+            keys += part_keys
+            if part_total is not None:
+                total = part_total if total is None else self.add(total, part_total)
+        found = Digest(changed, tops, keys, 0 if total is None else total)
+        _last[:] = [(which, found)]
+        return found
+
+    def changed(self, rdd: RDD[Any]) -> list[tuple[str, Any]] | None:
+        """The (key, total) pairs this batch changed; None when the layout cannot tell."""
+        return self.digest(rdd).changed if self.bucketed else None
+
+    def top(self, rdd: RDD[Any], n: int) -> list[tuple[str, Any]]:
+        """The n keys with the highest totals (ties by key)."""
+        if not self.bucketed:
+            return rdd.takeOrdered(n, key=rank)
+        tops = self.digest(rdd).tops
+        if not tops and self.digest(rdd).keys:  # the state kept no tops (no console)
+            return self.totals(rdd).takeOrdered(n, key=rank)
+        return heapq.nsmallest(n, tops, key=rank)
+
+    def figures(self, rdd: RDD[Any]) -> tuple[int, Any]:
+        """How many keys the state holds and the sum of their totals (0, 0 when empty)."""
+        if self.bucketed:
+            found = self.digest(rdd)
+            return found.keys, found.total
+        add = self.add
+
+        def both(a: tuple[int, Any], b: tuple[int, Any]) -> tuple[int, Any]:
+            if a[1] is None or b[1] is None:
+                return a[0] + b[0], a[1] if b[1] is None else b[1]
+            return a[0] + b[0], add(a[1], b[1])
+
+        keys, total = rdd.map(_key_figures).fold((0, None), both)
+        return keys, 0 if total is None else total
