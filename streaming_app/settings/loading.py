@@ -127,6 +127,13 @@ def _validate(
             f"{where('snapshot_interval')}: must be a multiple of the batch interval "
             f"({config.batch_interval:g} s), got {config.snapshot_ms / 1000:g} s"
         )
+    if not failed & {"batch_interval", "checkpoint_interval", "output_base_interval"} and (
+        config.output_base_ms % config.batch_ms
+    ):
+        errors.append(
+            f"{where('output_base_interval')}: must be a multiple of the batch interval "
+            f"({config.batch_interval:g} s), got {config.output_base_ms / 1000:g} s"
+        )
     _validate_job(config, where, failed, errors)
     if config.source == "files" and not config.input_dir:
         errors.append("input_dir: required by the files source (--input-dir)")

@@ -159,7 +159,16 @@ class AppConfig:
         "record per key, as in checkpoints made before state buckets)",
     )
     top_n: int = _setting("console", parse_int, 10, "words shown per batch by the console sink")
-    output_keep: int = _setting("output", parse_int, 10, "totals files kept by the files sink")
+    output_keep: int = _setting(
+        "output", parse_int, 10, "bases (every total) the files sink keeps, with their deltas"
+    )
+    output_base_interval: float | None = _setting(
+        "output",
+        parse_optional_seconds,
+        None,
+        "the files sink writes every total this often, seconds; in between, the totals each "
+        "batch changed [checkpoint_interval]",
+    )
     bootstrap_servers: str = _setting(
         "kafka", parse_str, "127.0.0.1:9092", "Kafka brokers, host:port[,host:port]"
     )
@@ -226,6 +235,13 @@ class AppConfig:
         if self.snapshot_interval is None:
             return self.checkpoint_ms
         return round(self.snapshot_interval * 1000)
+
+    @property
+    def output_base_ms(self) -> int:
+        """How often the files sink writes a base, in ms (default: the checkpoint interval)."""
+        if self.output_base_interval is None:
+            return self.checkpoint_ms
+        return round(self.output_base_interval * 1000)
 
     @property
     def snapshots_at(self) -> str:
