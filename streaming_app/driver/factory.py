@@ -26,6 +26,7 @@ from streaming_app.sinks.attach import attach_sinks
 from streaming_app.sinks.commit import attach_commit
 from streaming_app.sources.build import build_source
 from streaming_app.state.buckets import batch_buckets, batch_items, keep_totals
+from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,18 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     # As many partitions as updateStateByKey and reduceByKey would take by default.
     partitions = sc.defaultParallelism
     counts, batch = batch_counts(lines, config, partitions)
-    state, totals_of = keep_totals(
-        counts, batch, update_function(config), config.state_buckets, partitions, initial
+    # Each bucket keeps its top keys only for a console sink.
+    top_n = config.top_n if "console" in config.sinks else 0
+    state = keep_totals(
+        counts, batch, update_function(config), config.state_buckets, partitions, top_n, initial
     )
     state.checkpoint(spark_seconds(config.checkpoint_ms))
-    attach_sinks(state, totals_of, counts, config, metadata.app_id)
+    view = StateView(
+        bucketed=bool(config.state_buckets),
+        add=reduce_functions(config)[0],
+        changes=bool({"files", "postgres"} & set(config.sinks)),
+    )
+    attach_sinks(state, view, counts, config, metadata.app_id)
     if config.window is not None:
         from streaming_app.jobs.windows import windowed
         from streaming_app.sinks.attach import attach_window_sinks
@@ -144,6 +152,6 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
             input_dir=config.input_dir,
             context_id=metadata.app_id,
         )
-        state.foreachRDD(lambda t, rdd: write_snapshot(t, totals_of(rdd), snapshots))
+        state.foreachRDD(lambda t, rdd: write_snapshot(t, rdd, view, snapshots))
     attach_commit(state, config)  # last: a batch is committed once every sink has it
     return ssc

@@ -61,6 +61,8 @@ LATER_GRAPH_SETTINGS: dict[str, Any] = {
     "csv_header": True,
     # Checkpoints from before state buckets keep one state record per key.
     "state_buckets": 0,
+    # In ms, recorded when it is not the checkpoint interval (the default).
+    "output_base_interval": None,
 }
 
 
@@ -74,6 +76,9 @@ def graph_settings(config: AppConfig) -> dict[str, Any]:
             value = config.window_ms
         elif key == "slide":
             value = config.slide_ms if config.window is not None else None
+        elif key == "output_base_interval":
+            base_ms = config.output_base_ms
+            value = None if base_ms == config.checkpoint_ms else base_ms
         elif isinstance(value, tuple):
             value = list(value)
         if value != unset:
@@ -224,6 +229,7 @@ def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> li
                     "batch_interval",
                     "checkpoint_interval",
                     "snapshot_interval",
+                    "output_base_interval",
                     "window",
                     "slide",
                 ):

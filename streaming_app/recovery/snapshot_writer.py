@@ -1,8 +1,10 @@
 """Writing state snapshots from the running stream: an output operation on the totals.
 
-Runs on the driver each due batch: the totals are read with one Spark job, the driver
-writes the snapshot (part file, then the manifest, then the rename) through Hadoop's
-FileSystem, with the source position from sources/positions.py.
+Runs on the driver each due batch, which plans it: the executors write the part files
+(one per state partition, `saveAsTextFile`, so any Hadoop filesystem), a small job
+counts the keys and sums the totals from the state's buckets, and the driver renames the
+directory into place and writes the manifest last, through Hadoop's FileSystem, with the
+source position from sources/positions.py. The totals never travel to the driver.
 """
 
 from __future__ import annotations
@@ -13,12 +15,10 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from streaming_app import __version__
 from streaming_app.common.fs import FileSystem, join
-from streaming_app.jobs.keyed import EXACT
 from streaming_app.recovery.snapshots import (
     MANIFEST,
     TEMP_PREFIX,
@@ -36,6 +36,8 @@ from streaming_app.sources.positions import batch_position, files_read_between
 if TYPE_CHECKING:
     from pyspark import RDD
 
+    from streaming_app.state.view import StateView
+
 log = logging.getLogger(__name__)
 
 
@@ -52,16 +54,13 @@ class SnapshotSettings:
     context_id: str  # the metadata app_id of the context whose snapshots may be chained
 
 
-PART_FILE = "part-00000"
-
-
 def is_due(batch_ms: int, settings: SnapshotSettings) -> bool:
     """Snapshots fall on multiples of the interval, so a replayed batch rewrites the same one."""
     return settings.keep > 0 and batch_ms % settings.interval_ms == 0
 
 
 def write_snapshot(
-    batch_time: datetime, rdd: RDD[tuple[str, int]], settings: SnapshotSettings
+    batch_time: datetime, rdd: RDD[Any], view: StateView, settings: SnapshotSettings
 ) -> None:
     """Write the totals of a due batch as a snapshot; a failure is a warning, not a crash."""
     from streaming_app.common.batch_time import epoch_ms
@@ -70,7 +69,7 @@ def write_snapshot(
     if not is_due(batch_ms, settings):
         return
     try:
-        path = _write(batch_ms, rdd, settings)
+        path = _write(batch_ms, rdd, view, settings)
         if path is None:
             return
     except Exception as exc:  # the checkpoint still protects the state; retried next time
@@ -86,7 +85,7 @@ def write_snapshot(
     log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
 
 
-def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings) -> str | None:
+def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSettings) -> str | None:
     from streaming_app.common.hadoop_fs import HadoopFs
 
     fs = HadoopFs(rdd.context, settings.directory)
@@ -98,16 +97,11 @@ def _write(batch_ms: int, rdd: RDD[tuple[str, int]], settings: SnapshotSettings)
     temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
-    # One job on the cached state and one file written by the driver: a Hadoop output
-    # job (task commit, renames, _SUCCESS) costs a second or more per snapshot on 2 cores.
-    pairs = rdd.collect()
-    words, total = len(pairs), sum(count for _, count in pairs)
-    if pairs and isinstance(pairs[0][1], Decimal):
-        # An exact sum stays exact in JSON: a string (and not the 28-digit builtin sum).
-        total = format(reduce(EXACT.add, (count for _, count in pairs)), "f")
-    body_lines = "".join(format_line(pair) + "\n" for pair in pairs)
-    fs.mkdirs(temp)
-    fs.write_atomic(join(temp, PART_FILE), body_lines.encode("utf-8"))
+    # The executors write the state's partitions; the driver gets the counts only.
+    view.totals(rdd).map(format_line).saveAsTextFile(temp)
+    words, total = view.figures(rdd)
+    if isinstance(total, Decimal):
+        total = format(total, "f")  # an exact sum stays exact in JSON: a string
     manifest = Manifest(
         batch_time_ms=batch_ms,
         source=settings.source,

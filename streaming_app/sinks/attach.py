@@ -7,43 +7,37 @@ plain values, frozen settings and module functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.sinks.console import write_console, write_window_console
-from streaming_app.sinks.files import write_totals, write_window_files
+from streaming_app.sinks.files import FilesSettings, write_totals, write_window_files
 
 if TYPE_CHECKING:
-    from pyspark import RDD
     from pyspark.streaming import DStream
 
     from streaming_app.settings.schema import AppConfig
+    from streaming_app.state.view import StateView
 
 
 def attach_sinks(
     state: DStream[Any],
-    totals_of: Callable[[RDD[Any]], RDD[tuple[str, int]]],
+    view: StateView,
     counts: DStream[tuple[str, int]],
     config: AppConfig,
     context_id: str,
 ) -> None:
     """Attach the configured sinks to the state, as output operations.
 
-    totals_of: an RDD of the state as (key, total) pairs, applied in each sink's own job.
+    view: how each sink reads the state's RDD in its own job (totals, changes, top).
     """
     # The lambdas capture only plain values, frozen settings and module functions, so
     # they pickle into the checkpoint.
-    sinks, top_n, output_dir, keep = (
-        config.sinks,
-        config.top_n,
-        config.output_dir,
-        config.output_keep,
-    )
+    sinks, top_n = config.sinks, config.top_n
     if "files" in sinks:
-        assert output_dir is not None
-        state.foreachRDD(lambda t, rdd: write_totals(t, totals_of(rdd), output_dir, keep))
+        files_settings = FilesSettings.from_config(config, context_id)
+        state.foreachRDD(lambda t, rdd: write_totals(t, rdd, view, files_settings))
     if "console" in sinks:
-        state.foreachRDD(lambda t, rdd: write_console(t, totals_of(rdd), top_n))
+        state.foreachRDD(lambda t, rdd: write_console(t, rdd, view, top_n))
     if "postgres" in sinks:
         from streaming_app.sinks.postgres.stream import PostgresTarget, with_changes, write_postgres
 
@@ -55,10 +49,12 @@ def attach_sinks(
             context_id,
             numeric=config.job == "keyed-sum",
         )
-        changes = state.transformWith(
-            lambda t, rdd, batch: with_changes(t, totals_of(rdd), batch), counts
-        )
-        changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))
+        if view.bucketed:
+            # The buckets know what the batch changed.
+            state.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target, view))
+        else:
+            changes = state.transformWith(lambda t, rdd, batch: with_changes(t, rdd, batch), counts)
+            changes.foreachRDD(lambda t, rdd: write_postgres(t, rdd, target))
 
 
 def attach_window_sinks(stream: DStream[tuple[str, Any]], config: AppConfig) -> None:

@@ -1,7 +1,8 @@
 """Console sink: the top keys by value as one line per batch (or per slide of a window).
 
 Runs on the driver, as an output operation: `takeOrdered` is one Spark job whose tasks
-run on the executors; the line is printed by the driver.
+run on the executors (on the buckets' own top keys, state/view.py); the line is printed
+by the driver.
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.sinks.commit import mark_written
-from streaming_app.sinks.files_layout import (
-    format_value,
-)
+from streaming_app.sinks.files_layout import format_value
+from streaming_app.state.buckets import rank
 
 if TYPE_CHECKING:
     from pyspark import RDD
 
-
-def _by_count(pair: tuple[str, int]) -> tuple[int, str]:
-    return -pair[1], pair[0]
+    from streaming_app.state.view import StateView
 
 
 def _shown(top: list[tuple[str, Any]]) -> str:
@@ -36,21 +34,21 @@ def console_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = 
     return f"{label} at time {batch_time:%Y-%m-%d %H:%M:%S} {_shown(top)}"
 
 
-def print_top(
-    batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int, label: str = "Counts"
-) -> None:
-    """Print the RDD's top keys by value to stdout, as one console line."""
-    top = rdd.takeOrdered(top_n, key=_by_count)
+def print_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = "Counts") -> None:
+    """Print one console line to stdout."""
     sys.stdout.write(console_line(batch_time, top, label) + "\n")
     sys.stdout.flush()
 
 
-def write_console(batch_time: datetime, rdd: RDD[tuple[str, int]], top_n: int) -> None:
-    """Console sink: print the batch's top words by total to stdout."""
-    print_top(batch_time, rdd, top_n)
+def write_console(batch_time: datetime, state: RDD[Any], view: StateView, top_n: int) -> None:
+    """Console sink: print the batch's top words by total to stdout.
+
+    With state buckets the top is taken from each bucket's own top keys: one small job.
+    """
+    print_line(batch_time, view.top(state, top_n))
     mark_written(epoch_ms(batch_time), "console")
 
 
 def write_window_console(batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int) -> None:
     """Console sink: the top keys of the window that ends at this batch."""
-    print_top(batch_time, rdd, top_n, label="Window")
+    print_line(batch_time, rdd.takeOrdered(top_n, key=rank), label="Window")

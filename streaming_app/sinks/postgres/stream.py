@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark import RDD
 
     from streaming_app.sinks.postgres.writer import PostgresWriter
+    from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,21 @@ def _row(item: tuple[str, tuple[int, bool]]) -> tuple[str, int]:
     return item[0], item[1][0]
 
 
+def _rows(rdd: RDD[Any], view: StateView | None, whole: bool) -> list[tuple[str, Any]]:
+    """The rows to write: all totals, or those the batch changed (one job either way).
+
+    With a view, `rdd` is the state's and the buckets know their changes; without one,
+    it is with_changes' (a join of every total with the batch, for one record per key).
+    """
+    if view is not None and view.bucketed:
+        return view.totals(rdd).collect() if whole else view.changed(rdd) or []
+    if whole:
+        return rdd.map(_row).collect()
+    return rdd.filter(_changed).map(_row).collect()
+
+
 def write_postgres(
-    batch_time: datetime, rdd: RDD[tuple[str, tuple[int, bool]]], target: PostgresTarget
+    batch_time: datetime, rdd: RDD[Any], target: PostgresTarget, view: StateView | None = None
 ) -> None:
     """Write a batch's totals: only those it changed if the table has the previous batch.
 
@@ -133,7 +147,7 @@ def write_postgres(
         or not isinstance(progress[1], dict)
         or progress[1].get("context") != target.context_id
     )
-    rows = rdd.map(_row).collect() if whole else rdd.filter(_changed).map(_row).collect()
+    rows = _rows(rdd, view, whole)
     fs = HadoopFs(rdd.context, target.checkpoint_dir)
     position = {
         "context": target.context_id,
