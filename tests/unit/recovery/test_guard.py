@@ -259,6 +259,20 @@ def test_later_graph_settings_are_left_out_at_their_defaults() -> None:
     )
 
 
+def test_the_files_base_interval_is_recorded_only_when_not_the_checkpoint_interval() -> None:
+    plain = CheckpointMetadata.for_config(load_config(cli={"checkpoint_dir": "c"}))
+    same = CheckpointMetadata.for_config(
+        load_config(cli={"checkpoint_dir": "c"}, env={"STREAMING_APP_OUTPUT_BASE_INTERVAL": "10"})
+    )
+    assert "output_base_interval" not in plain.settings | same.settings
+    assert differences(plain, same) == []
+    other = CheckpointMetadata.for_config(
+        load_config(cli={"checkpoint_dir": "c"}, env={"STREAMING_APP_OUTPUT_BASE_INTERVAL": "30"})
+    )
+    assert other.settings["output_base_interval"] == 30_000
+    assert differences(plain, other) == ["output_base_interval None -> 30 s"]
+
+
 def test_a_checkpoint_of_another_state_layout_is_recovered_with_a_note(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

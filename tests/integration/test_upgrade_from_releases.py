@@ -1,11 +1,14 @@
-"""The upgrade from 0.2.0 (commit 6dcb10d) with a checkpoint written by the real 0.2.0 code.
+"""The upgrade from each earlier release, with a checkpoint written by that release's code.
 
-0.2.0's `streaming_app` package is extracted from that commit of this repository and run
-with the same Python (its dependencies are the same) under PYTHONPATH, from a working
-directory outside the checkout (`python -m` puts the working directory first on the path).
-0.3.0 moved the modules that a checkpoint's pickled graph names, so it must refuse that
-checkpoint with one line saying how to carry it over, and carry the totals and Kafka
-positions over exactly from 0.2.0's newest snapshot when asked to.
+0.2.0 is commit 6dcb10d, 0.3.0 commit 32ace3b. The release's `streaming_app` package is
+extracted from that commit of this repository and run with the same Python (its
+dependencies are the same) under PYTHONPATH, from a working directory outside the
+checkout (`python -m` puts the working directory first on the path). 0.3.0 moved the
+modules that a checkpoint's pickled graph names and 0.4.0 changed the state's records,
+so this version must refuse those checkpoints with one line saying how to carry them
+over, carry the totals and Kafka positions over exactly from the release's newest
+snapshot when asked to, and read the release's files output (full totals per batch)
+and then its own (bases and deltas) in the same directory.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from typing import Any
 
 import pytest
 
+from streaming_app import __version__
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.metadata import read_metadata
 from streaming_app.recovery.snapshots import read_manifest, snapshot_batch
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import App, make_text, truth, wait_for_totals
+from tests.integration.harness import App, cli_totals, make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import (
     assert_log_contiguous,
     end_offsets,
@@ -36,22 +40,24 @@ from tests.integration.test_upgrades import error_lines, snapshots_written, wait
 
 pytestmark = pytest.mark.timeout(360)
 
-V020_COMMIT = "6dcb10d"
+# Each earlier release by the commit that made it (tags may not travel with a clone).
+RELEASES = {"0.2.0": "6dcb10d", "0.3.0": "32ace3b"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def extract_v020(target: Path) -> Path:
-    """0.2.0's package from commit 6dcb10d of this repository, under `target`."""
-    archive = target.parent / "v020.tar"
+def extract_release(target: Path, version: str) -> Path:
+    """A release's package from its commit of this repository, under `target`."""
+    commit = RELEASES[version]
+    archive = target.parent / f"{target.name}.tar"
     result = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", "-o", str(archive), V020_COMMIT, "streaming_app"],
+        ["git", "-C", str(REPO_ROOT), "archive", "-o", str(archive), commit, "streaming_app"],
         capture_output=True,
         text=True,
         check=False,
     )
     if result.returncode != 0:
         reason = (
-            f"commit {V020_COMMIT} (0.2.0) is not in the repository at {REPO_ROOT} "
+            f"commit {commit} ({version}) is not in the repository at {REPO_ROOT} "
             f"(a shallow clone? fetch with full history): {result.stderr.strip()}"
         )
         if os.environ.get("CI"):
@@ -62,49 +68,42 @@ def extract_v020(target: Path) -> Path:
     return target
 
 
-def v020_env(v020: Path) -> dict[str, str]:
-    """The environment that makes `python -m streaming_app` run 0.2.0."""
-    return {"PYTHONPATH": str(v020), "SPARK_LOCAL_IP": "127.0.0.1"}
+def release_env(package: Path) -> dict[str, str]:
+    """The environment that makes `python -m streaming_app` run an extracted release."""
+    return {"PYTHONPATH": str(package), "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def start_v020(monkeypatch: pytest.MonkeyPatch, start_app: Any, v020: Path, *args: str) -> App:
-    """Start 0.2.0's `streaming-app run ARGS` (its Spark workers inherit the path too)."""
+def start_release(
+    monkeypatch: pytest.MonkeyPatch, start_app: Any, package: Path, *args: str
+) -> App:
+    """Start a release's `streaming-app run ARGS` (its Spark workers inherit the path too)."""
     with monkeypatch.context() as patch:
-        patch.setenv("PYTHONPATH", str(v020))
-        patch.chdir(v020.parent)  # not the checkout: `python -m` would import 0.3.0 from it
+        patch.setenv("PYTHONPATH", str(package))
+        patch.chdir(package.parent)  # not the checkout: `python -m` would import this one
         app: App = start_app(*args)
     return app
 
 
-def cli_totals(tmp_path: Path, output_dir: Path, name: str) -> dict[str, int]:
-    """What this version's `streaming-app totals --output-dir DIR` prints, parsed."""
-    app = App(["--output-dir", str(output_dir)], tmp_path, name, command="totals")
-    assert app.wait(timeout=60) == 0, app.log()
-    totals = {}
-    for line in app.out_path.read_text("utf-8").splitlines():
-        key, value = line.split("\t")
-        totals[key] = int(value)
-    return totals
-
-
-def test_a_0_2_0_checkpoint_is_refused_then_carried_over_exactly(
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_a_releases_checkpoint_is_refused_then_carried_over_exactly(
+    release: str,
     dirs: dict[str, Path],
     start_app: Any,
     kafka_bootstrap: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    v020 = extract_v020(tmp_path / "v020")
+    package = extract_release(tmp_path / "release", release)
     probe = subprocess.run(
         [sys.executable, "-c", "import streaming_app as s; print(s.__version__, s.__file__)"],
-        env=dict(os.environ, **v020_env(v020)),
+        env=dict(os.environ, **release_env(package)),
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
     version, location = probe.stdout.split()
-    assert version == "0.2.0" and Path(location).is_relative_to(v020), probe.stdout
+    assert version == release and Path(location).is_relative_to(package), probe.stdout
 
     rng = random.Random(20)
     topic = fresh_topic("upgrade")
@@ -116,7 +115,7 @@ def test_a_0_2_0_checkpoint_is_refused_then_carried_over_exactly(
         send(kafka_bootstrap, topic, batch)
 
     args = kafka_args(dirs, kafka_bootstrap, topic, "--snapshot-interval", "8")
-    old = start_v020(monkeypatch, start_app, v020, *args)
+    old = start_release(monkeypatch, start_app, package, *args)
     old.wait_for_log(r"Started new streaming context")
     produce(150)
     wait_for_totals(dirs["output"], truth(lines), old)
@@ -133,15 +132,15 @@ def test_a_0_2_0_checkpoint_is_refused_then_carried_over_exactly(
     assert old.terminate() == 0, old.log()[-3000:]
     assert "Traceback" not in old.log()
     written = read_metadata(LocalFs(), str(dirs["checkpoint"]))
-    assert written is not None and written.app_version == "0.2.0"
-    # 0.2.0's files sink output, read by 0.3.0's `totals`.
-    assert cli_totals(tmp_path, dirs["output"], "totals-0.2.0") == truth(lines)
+    assert written is not None and written.app_version == release
+    # The release's files sink output, read by this version's `totals`.
+    assert cli_totals(tmp_path, dirs["output"], f"totals-{release}") == truth(lines)
 
     refused = start_app(*args)
     assert refused.wait() == 3, refused.log()[-3000:]
     errors = error_lines(refused)
     assert len(errors) == 1, refused.log()[-3000:]
-    assert "app version 0.2.0 -> 0.3.0" in errors[0]
+    assert f"app version {release} -> {__version__}" in errors[0]
     assert "--on-incompatible-checkpoint restore-from-snapshot" in errors[0]
     assert "Traceback" not in refused.log() and "ERROR" not in refused.log()
     assert dirs["checkpoint"].is_dir()  # refused, not touched
@@ -159,12 +158,12 @@ def test_a_0_2_0_checkpoint_is_refused_then_carried_over_exactly(
     restored.wait_caught_up()
     assert restored.terminate() == 0, restored.log()[-3000:]
     assert "Traceback" not in restored.log()
-    assert cli_totals(tmp_path, dirs["output"], "totals-0.3.0") == truth(lines)
+    assert cli_totals(tmp_path, dirs["output"], f"totals-{__version__}") == truth(lines)
 
-    # Positions: 0.2.0 had read up to the snapshot's offsets by its batch; 0.3.0's new
+    # Positions: the release had read up to the snapshot's offsets by its batch; the new
     # offset log starts there and runs without gap or overlap to the end of the topic.
     manifest = read_manifest(LocalFs(), str(snapshot))
-    assert manifest.app_version == "0.2.0" and manifest.batch_time_ms == snapshot_ms
+    assert manifest.app_version == release and manifest.batch_time_ms == snapshot_ms
     at_snapshot = {
         (t, p): end
         for batch_ms, entry in sorted(log_entries(aside[0], "offsets").items())
@@ -179,4 +178,4 @@ def test_a_0_2_0_checkpoint_is_refused_then_carried_over_exactly(
     last = {p: end for _, entry in new_log for t, p, _, end in entry["ranges"]}
     assert last == end_offsets(kafka_bootstrap, topic)
     reread = produced_by_stop - sum(manifest.kafka_offsets().values())
-    print(f"records 0.2.0 counted after its snapshot, read again by 0.3.0: {reread}")
+    print(f"records {release} counted after its snapshot, read again by {__version__}: {reread}")
