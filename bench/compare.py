@@ -15,6 +15,13 @@ packages. Prints Markdown for docs/benchmarks.md.
 With --keys N, the topic is bench/state_size.py's state of N keys instead (every key once,
 then 100,000 Zipf lines over them, in batches of 20,000 lines), and the figures are
 those of the batches after the state is full: what a change does to a large state.
+
+With --exact, --cost-vs-state or --million the sides run bench/exact.py's and
+bench/state_cost.py's measures instead, in the exact configuration (files + console
+sinks), and it prints their tables with a row per side:
+
+    python bench/compare.py REV --exact [--sizes 20000,60000,200000] [--rounds 3]
+    python bench/compare.py REV --cost-vs-state [10000,100000,1000000] [--million]
 """
 
 from __future__ import annotations
@@ -28,8 +35,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import BATCH_S, WORDS_PER_LINE, baseline_seconds, broker, load_topic, median
+from bench.exact import exact_report, exact_throughput
+from bench.harness import (
+    BATCH_S,
+    WORDS_PER_LINE,
+    baseline_seconds,
+    broker,
+    load_topic,
+    median,
+    write_json,
+)
 from bench.rates import interleaved, runner
+from bench.run import FULL, SMOKE, cost_plan
+from bench.state_cost import cost_vs_state_report, million_report, state_cost
 from bench.state_size import key_topic
 from bench.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
 
@@ -147,22 +165,89 @@ def table(rev: str, found: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def compare_exact(
+    workdir: Path, rev: str, names: list[str], sizes: dict[str, Any], rounds: int
+) -> list[str]:
+    """Both sides in the exact configuration, for the named benchmarks of bench/run.py
+    (exact, cost-vs-state, million) at its `sizes` (FULL or SMOKE, or as told)."""
+    code = export(rev, workdir / "rev")
+    sides = ((f"before ({rev})", code), ("after", None))
+    plan = cost_plan(names, sizes)
+    found: dict[str, Any] = {}
+    lines: list[str] = []
+    with broker(workdir) as bootstrap:
+        if "exact" in names:
+            found["exact"] = exact_throughput(
+                workdir, bootstrap, sizes["exact_sizes"], rounds, sizes["lines"], sizes["runs"],
+                sizes["exact_headline"], sizes["every"], sides=sides,
+            )  # fmt: skip
+            lines += exact_report(found["exact"])
+        if plan:
+            cost = state_cost(
+                workdir, bootstrap, plan, rounds, sizes["batch_lines"], sizes["busy"],
+                sizes["idle"], sizes["every"], sides=sides,
+            )  # fmt: skip
+            found["state_cost"] = cost
+            lines += ["", *cost_vs_state_report(cost)] if "cost-vs-state" in names else []
+            lines += ["", *million_report(cost)] if "million" in names else []
+    write_json(workdir / "compare.json", found)
+    return lines
+
+
 def main() -> None:
     """Compare and print."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the git revision to compare this checkout with")
-    parser.add_argument("--sizes", default="20000,140000", help="lines per batch, commas")
+    parser.add_argument(
+        "--sizes", help="lines per batch, commas [20000,140000; --exact: bench/exact.py's]"
+    )
     parser.add_argument("--keys", type=int, help="compare on a state of this many keys")
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="the throughput in the exact configuration (bench/exact.py)",
+    )
+    parser.add_argument(
+        "--cost-vs-state",
+        nargs="?",
+        metavar="KEYS,...",
+        const="default",
+        help="the cost against the state size (bench/state_cost.py) [10000,100000,1000000]",
+    )
+    parser.add_argument(
+        "--million", action="store_true", help="1M keys, snapshots on and off (state_cost.py)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes (with --exact, --cost-vs-state, --million): checks the harness",
+    )
     parser.add_argument("--workdir", type=Path)
     options = parser.parse_args()
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-compare-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    if options.keys:
+    if options.exact or options.cost_vs_state or options.million:
+        told = dict(SMOKE if options.smoke else FULL)
+        if options.sizes:
+            told["exact_sizes"] = tuple(int(s) for s in options.sizes.split(","))
+        if options.cost_vs_state and options.cost_vs_state != "default":
+            told["state_keys"] = tuple(int(k) for k in options.cost_vs_state.split(","))
+        names = [
+            name
+            for name, wanted in (
+                ("exact", options.exact),
+                ("cost-vs-state", options.cost_vs_state),
+                ("million", options.million),
+            )
+            if wanted
+        ]
+        print("\n".join(compare_exact(workdir, options.rev, names, told, options.rounds)))
+    elif options.keys:
         found = compare_keys(workdir, options.rev, options.keys, options.rounds)
         print(keys_table(options.rev, options.keys, found))
     else:
-        sizes = [int(s) for s in options.sizes.split(",")]
+        sizes = [int(s) for s in (options.sizes or "20000,140000").split(",")]
         print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
     print(f"\n(logs and metrics in {workdir})", file=sys.stderr)
 

@@ -164,6 +164,20 @@ def kafka_args(workdir: Path, bootstrap: str, topic: str, *extra: str) -> list[s
     ]  # fmt: skip
 
 
+# The state checkpoint interval of the exact configuration, in batches: the app's default.
+EXACT_CHECKPOINT_BATCHES = 10
+
+
+def exact_args(run_dir: Path, checkpoint_batches: int = EXACT_CHECKPOINT_BATCHES) -> list[str]:
+    """Added to kafka_args: the README's setup for exact totals, the files sink beside the
+    console, with the defaults otherwise (a state checkpoint every 10 batches, snapshots at
+    the same interval, 3 kept)."""
+    return [
+        "--sink", "files", "--output-dir", str(run_dir / "output"),
+        "--checkpoint-interval", str(checkpoint_batches * BATCH_S),
+    ]  # fmt: skip
+
+
 def machine() -> dict[str, str]:
     """What the figures were measured on."""
     import pyspark
@@ -239,16 +253,20 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            together = 0
-            for pid, command in session_processes(self.sid).items():
-                kind = role(command)
-                peak = status_kb(pid, "VmHWM")
-                if peak:
-                    self.hwm[pid] = (kind, max(peak, self.hwm.get(pid, (kind, 0))[1]))
-                if kind == "workers":
-                    together += status_kb(pid, "Pss", "smaps_rollup")
-            self.workers_together = max(self.workers_together, together)
+            self._sample(session_processes(self.sid))
             self._stop.wait(self.every)
+
+    def _sample(self, processes: dict[int, str]) -> None:
+        """One sample of the session's processes (pid -> command line)."""
+        together = 0
+        for pid, command in processes.items():
+            kind = role(command)
+            peak = status_kb(pid, "VmHWM")
+            if peak:
+                self.hwm[pid] = (kind, max(peak, self.hwm.get(pid, (kind, 0))[1]))
+            if kind == "workers":
+                together += status_kb(pid, "Pss", "smaps_rollup")
+        self.workers_together = max(self.workers_together, together)
 
     def stop(self) -> dict[str, float]:
         """Peak MiB: driver, JVM, the largest Python worker, the workers together."""

@@ -13,9 +13,11 @@ from bench.harness import (
     WORDS_PER_LINE,
     AppRun,
     PeakMemory,
+    exact_args,
     kafka_args,
     median,
 )
+from bench.memory import RssTimeline, batch_window, peak_during
 from streaming_app.common.metrics_record import BatchMetrics
 
 
@@ -31,6 +33,9 @@ def app_rate(
     memory: bool = False,
     code: Path | None = None,
     per_batch: Callable[[list[BatchMetrics], list[BatchMetrics]], dict[str, Any]] | None = None,
+    exact: int = 0,
+    idle: int = 0,
+    during: Callable[[list[BatchMetrics]], dict[str, list[BatchMetrics]]] | None = None,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
@@ -38,17 +43,33 @@ def app_rate(
     first `skip_lines` lines, and before the last (partial) batch. With `memory`, the peak
     resident memory of the app's processes too. `code`: run the app from that copy.
     `per_batch`: more figures, from (every batch of the run, the steady batches).
+    `exact`: the configuration for exact totals (harness.exact_args), with a state
+    checkpoint every `exact` batches. `idle`: run on, after the topic is read, until that
+    many batches have read nothing. `during`: batches by name (from every batch of the
+    run); the peak memory of each process kind while those ran, as `<name>_<kind>_mib`.
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
+    if exact:
+        args += exact_args(workdir / name, exact)
     app = AppRun.start(workdir, name, [*args, *extra], code=code)
-    peak = PeakMemory(app.proc.pid) if memory else None
+    timeline = RssTimeline(app.proc.pid) if during else None
+    peak = timeline or (PeakMemory(app.proc.pid) if memory else None)
     try:
-        app.wait_for(lambda b: sum(x.records or 0 for x in b) >= lines, timeout=120 + lines / 50)
+        app.wait_for(
+            lambda b: (
+                sum(x.records or 0 for x in b) >= lines and len(idle_batches(b, lines)) >= idle
+            ),
+            timeout=120 + lines / 50 + 3 * BATCH_S * idle,
+        )
     finally:
-        memory_figures = peak.stop() if peak else {}
+        memory_figures: dict[str, Any] = dict(peak.stop()) if peak else {}
         app.stop()
     batches = app.batches()
+    if during and timeline:
+        for label, chosen in during(batches).items():
+            found = peak_during(timeline.samples, [batch_window(b) for b in chosen])
+            memory_figures.update({f"{label}_{kind}": mib for kind, mib in found.items()})
     busy = [b for b in batches if b.records and b.processing_ms]
     if skip_lines:
         read = list(itertools.accumulate(b.records or 0 for b in busy))
@@ -75,6 +96,17 @@ def app_rate(
         **memory_figures,
         **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
+
+
+def idle_batches(batches: list[BatchMetrics], after_lines: int) -> list[BatchMetrics]:
+    """The batches that read nothing once `after_lines` lines had been read (an idle batch
+    of a loaded state); batches of unknown records are not idle."""
+    idle, read = [], 0
+    for batch in batches:
+        if read >= after_lines and batch.records == 0:
+            idle.append(batch)
+        read += batch.records or 0
+    return idle
 
 
 def keeps_up(figures: dict[str, Any]) -> bool:

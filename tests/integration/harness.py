@@ -180,6 +180,17 @@ def wait_for_totals(
     raise AssertionError(f"totals differ (seen, expected): {diff}\n{log}")
 
 
+def cli_totals(workdir: Path, output_dir: Path, name: str) -> dict[str, int]:
+    """What this version's `streaming-app totals --output-dir DIR` prints, parsed."""
+    app = App(["--output-dir", str(output_dir)], workdir, name, command="totals")
+    assert app.wait(timeout=60) == 0, app.log()
+    totals = {}
+    for line in app.out_path.read_text("utf-8").splitlines():
+        key, value = line.split("\t")
+        totals[key] = int(value)
+    return totals
+
+
 class LineServer:
     """A test TCP server on loopback: sends given lines to each client, then keeps it open."""
 

@@ -14,13 +14,19 @@ pytestmark = pytest.mark.timeout(600)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--workdir", str(tmp_path)],
+def _smoke(tmp_path: Path, only: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--only", only,
+         "--workdir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=580,
-    )
+    )  # fmt: skip
+
+
+def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
+    # The benchmarks of issue 18 have a test of their own (below), within the timeout.
+    result = _smoke(tmp_path, "throughput,micro,checkpoint,state,peer,recovery")
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads((tmp_path / "results.json").read_text())
     throughput, recovery = figures["throughput"], figures["recovery"]
@@ -69,9 +75,60 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         assert row in result.stdout, row  # fmt: skip
 
 
+def test_bench_smoke_of_the_exact_configuration_and_the_cost_against_the_state(
+    tmp_path: Path,
+) -> None:
+    result = _smoke(tmp_path, "exact,cost-vs-state,million")
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads((tmp_path / "results.json").read_text())
+    exact = figures["exact"]
+    assert exact["baseline_words_per_s"] > 0 and exact["checkpoint_batches"] == 2
+    runs = {(r["batch_lines"], r["sinks"]) for r in exact["rows"]}
+    assert runs == {(400, "files + console"), (800, "files + console"), (400, "console alone")}
+    for row in exact["rows"]:
+        # Two steady batches, a whole checkpoint interval: one of them is aligned.
+        assert row["batches"] >= 2 and row["mean_words_per_s"] > 0 and row["ratio"] > 0
+        assert row["aligned_s"] > 0 and row["max_s"] >= row["processing_s"]
+    cost = figures["state_cost"]
+    kinds = {(r["keys"], r["variant"]) for r in cost["rows"]}
+    assert kinds == {(1000, "snapshots on"), (2000, "snapshots on"), (2000, "snapshots off")}
+    for row in cost["rows"]:
+        assert row["busy_batches"] >= 1 and row["busy_median_s"] > 0
+        assert row["idle_batches"] >= 4 and row["idle_median_s"] > 0
+        assert row["idle_aligned_s"] > 0  # 4 idle batches, a snapshot every 2
+        assert min(row[k] for k in ("driver_mib", "jvm_mib", "aligned_driver_mib")) > 0
+        assert row["aligned_workers_mib"] > 0 and row["others_jvm_mib"] > 0
+    for text in (
+        "**Throughput in the exact configuration**",
+        "| **streaming_app, files + console sinks, 400-line batches** |",
+        "| keys | idle batch | each run |",
+        "**A state of 2,000 keys, files + console sinks**",
+        "<!-- bench:million -->",
+    ):
+        assert text in result.stdout, text
+
+
+def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "memory_run.py"), "--minutes", "1", "--keys",
+         "2000", "--batch-lines", "2000", "--every", "2", "--warmup-minutes", "0.25",
+         "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads((tmp_path / "memory_run.json").read_text())
+    assert found["batches"] >= 5 and found["records"] > 0
+    for field in ("driver_kb", "jvm_kb", "workers_kb"):
+        trend = found["trend"][field]
+        assert trend["start_mib"] > 0 and trend["peak_mib"] >= trend["end_mib"] > 0
+        assert trend["slope_mib_h"] is not None
+    assert "| JVM (resident) |" in result.stdout
+
+
 def test_sink_pass_runs_both_paths_and_they_agree() -> None:
-    # The script exits non-zero if the top 10 through a totals stream and in the sink's
-    # own job differ.
+    # The script exits non-zero if the top 10 of every total and of the buckets' tops differ.
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "sink_pass.py"), "--keys", "2000", "--repeats", "1"],
         capture_output=True,
@@ -81,4 +138,4 @@ def test_sink_pass_runs_both_paths_and_they_agree() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| state of 2,000 keys in 64 buckets |" in result.stdout
-    assert "| top 10 in the sink's own job (after) |" in result.stdout
+    assert "| top 10 of the buckets' tops (after) |" in result.stdout

@@ -6,8 +6,13 @@ from typing import Any
 
 from bench.checkpoint import checkpoint_report, within_run, writes_checkpoint
 from bench.compare import keys_table, sustained, table
-from bench.rates import interleaved
+from bench.memory import Sample, batch_window, peak_during, slope_per_hour, trend
+from bench.memory_run import warm_until
+from bench.periodic import aligned, kinds, periodic_figures
+from bench.rates import idle_batches, interleaved
+from bench.state_cost import aligned_or_not, cost_figures, loaded
 from bench.throughput import size_keeps_up, sustained_lines
+from streaming_app.common.metrics_record import BatchMetrics
 
 
 def _figures(kept: int, runs: int = 3, processing: float = 1.0) -> dict[str, Any]:
@@ -125,3 +130,103 @@ def test_interleaved_keeps_every_runs_value_of_the_fields_asked_for() -> None:
     )["only"]
     assert merged["runs_processing_s"] == [1.0, 3.0]
     assert merged["runs_within_loss_pct"] == [None, 5.0] and merged["within_loss_pct"] == 5.0
+
+
+def _batch(n: int, records: int | None, processing_ms: int = 500) -> BatchMetrics:
+    """The nth batch (from 1) of a run whose first batch time is FIRST, 2 s apart."""
+    time_ms = FIRST + (n - 1) * 2000
+    return BatchMetrics(time_ms, 2000, records, processing_ms, 0, processing_ms, 0, time_ms + 900)
+
+
+FIRST = 1_795_420_092_000  # a multiple of 2 s but not of 20 s: aligned batches are the 5th, 15th
+
+
+def test_idle_batches_are_those_that_read_nothing_once_the_input_was_read() -> None:
+    batches = [_batch(1, 0), _batch(2, 400), _batch(3, 0), _batch(4, 600), _batch(5, 0),
+               _batch(6, None), _batch(7, 0)]  # fmt: skip
+    # The 1st read nothing before any input and the 3rd before all 1000 lines were read;
+    # a batch of unknown records is not idle.
+    assert [b.batch_time_ms for b in idle_batches(batches, 1000)] == [FIRST + 8000, FIRST + 12000]
+    assert len(idle_batches(batches, 400)) == 3
+    # The state is loaded once the lines that carry every key were read.
+    assert [b.records for b in loaded(batches, 400)] == [0, 600, 0, None, 0]
+
+
+def test_aligned_batches_fall_on_multiples_of_the_checkpoint_interval() -> None:
+    # The snapshot writer's rule (and the files sink's base): batch times that are a
+    # multiple of 10 batches of 2 s, whatever the run's first batch.
+    wrote = [n for n in range(1, 31) if aligned(FIRST + (n - 1) * 2000, 2000, 10)]
+    assert wrote == [5, 15, 25]
+    # Spark's checkpoint counts from the run's first batch instead: the 10th, 20th, 30th.
+    both = [kinds(_batch(n, 1), FIRST, 10) for n in range(1, 31)]
+    assert [n for n, (_, spark) in enumerate(both, 1) if spark] == [10, 20, 30]
+
+
+def test_periodic_figures_tell_the_batches_that_write_from_the_plain_ones() -> None:
+    batches = [_batch(n, 400, 500 + (400 if n in (5, 15) else 0) + (300 if n in (10, 20) else 0))
+               for n in range(3, 21)]  # fmt: skip
+    figures = periodic_figures(batches, FIRST, 10, "busy_")
+    assert figures["busy_plain_s"] == 0.5 and figures["busy_aligned_s"] == 0.9
+    assert figures["busy_checkpoint_s"] == 0.8 and figures["busy_max_s"] == 0.9
+    assert figures["busy_median_s"] == 0.5 and figures["busy_batches"] == 18
+    none = periodic_figures([_batch(3, 0)], FIRST, 10, "idle_")
+    assert none["idle_aligned_s"] is None and none["idle_checkpoint_s"] is None
+    assert periodic_figures([], FIRST, 10, "")["median_s"] is None
+
+
+def test_the_cost_run_reports_busy_and_idle_batches_apart() -> None:
+    # 2 loading batches, 4 busy ones, then idle ones; every 2 batches a checkpoint.
+    batches = [_batch(n, 400 if n <= 6 else 0, 1000 if n <= 6 else 300) for n in range(1, 11)]
+    figures = cost_figures(2400, 2)(batches, batches[2:5])
+    assert figures["busy_median_s"] == 1.0 and figures["busy_batches"] == 3
+    assert figures["idle_median_s"] == 0.3 and figures["idle_batches"] == 4
+    split = aligned_or_not(800, 2)(batches)
+    # After the 800 loading lines: batches 3 to 10; FIRST is aligned to 4 s at odd batches.
+    assert len(split["aligned"]) + len(split["others"]) == 8
+    assert all(b.batch_time_ms % 4000 == 0 for b in split["aligned"])
+
+
+def test_the_slope_of_memory_is_per_hour_and_the_trend_starts_after_the_warm_up() -> None:
+    assert slope_per_hour([(0.0, 100.0), (1800.0, 110.0), (3600.0, 120.0)]) == 20.0
+    assert slope_per_hour([(5.0, 100.0)]) is None
+    assert slope_per_hour([(5.0, 100.0), (5.0, 200.0)]) is None
+
+    def sample(at: float, driver_mib: float) -> Sample:
+        return Sample(at, int(driver_mib * 1024), 0, 0, 2)
+
+    # Growth while warming up, then flat: only the flat part counts.
+    samples = [sample(t, 100 + t / 10) for t in range(0, 100, 10)]
+    samples += [sample(t, 200) for t in range(100, 3700, 100)]
+    flat = trend(samples, "driver_kb", since=100)
+    assert flat == {"start_mib": 200, "end_mib": 200, "peak_mib": 200, "slope_mib_h": 0.0,
+                    "late_slope_mib_h": 0.0}  # fmt: skip
+    leaking = trend([sample(t, 100 + t / 360) for t in range(0, 3601, 60)], "driver_kb", 0)
+    assert leaking["slope_mib_h"] == leaking["late_slope_mib_h"] == 10.0
+    assert leaking["peak_mib"] == leaking["end_mib"] == 110
+    assert set(trend(samples, "driver_kb", since=10_000).values()) == {None}
+
+
+def test_the_memory_of_some_batches_is_the_largest_sample_while_they_ran() -> None:
+    batch = BatchMetrics(FIRST, 2000, 0, 1_500_000, 0, 0, 0, 10_000_000)  # ran 8500 to 10000 s
+    assert batch_window(batch) == (8499.75, 10000.25)  # widened by a sampling interval
+    mib = 1024
+    samples = [
+        Sample(8000.0, 9 * mib, 50 * mib, 0, 1),
+        Sample(9000.0, 300 * mib, 60 * mib, 7, 1),
+        Sample(9999.0, 200 * mib, 70 * mib, 0, 1),
+        Sample(10_500.0, 999 * mib, 0, 0, 1),
+    ]
+    # The 4th sample is after the batch; workers' 7 kB round to 0 MiB.
+    assert peak_during(samples, [batch_window(batch)]) == {
+        "driver_mib": 300, "jvm_mib": 70, "workers_mib": 0
+    }  # fmt: skip
+    assert set(peak_during(samples, [(0.0, 1.0)]).values()) == {None}
+
+
+def test_the_long_run_is_warm_once_the_keys_are_loaded_and_the_warm_up_is_over() -> None:
+    batches = [_batch(n, 400) for n in range(1, 6)]  # completed 0.9 s after their times
+    started = FIRST / 1000 - 10
+    # The keys (1000 lines) are read by the 3rd batch; the warm-up is over later still.
+    assert warm_until(batches, 1000, started, 0) == (FIRST + 4000 + 900) / 1000
+    assert warm_until(batches, 1000, started, 60) == started + 60
+    assert warm_until(batches, 10_000, started, 0) == float("inf")

@@ -1,0 +1,147 @@
+"""The benchmarks' reports and their place in docs/benchmarks.md (pure functions, no runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.docs import block, with_blocks, with_results
+from bench.exact import CONSOLE, EXACT, exact_report
+from bench.memory_run import memory_run_report
+from bench.run import FULL, cost_plan, selected
+from bench.state_cost import NO_SNAPSHOTS, SNAPSHOTS, cost_vs_state_report, million_report
+
+PAGE = """# Benchmarks
+
+<!-- results -->
+Measured then.
+
+<!-- bench:exact -->
+old exact
+<!-- /bench:exact -->
+
+<!-- bench:throughput -->
+old throughput
+<!-- /bench:throughput -->
+<!-- /results -->
+
+## Where the time goes
+"""
+
+
+def test_a_run_of_some_benchmarks_replaces_only_their_blocks() -> None:
+    new = with_blocks(PAGE, {"exact": block("exact", ["new exact", r"a \d in a table"])})
+    assert "new exact\na \\d in a table\n<!-- /bench:exact -->" in new
+    assert "old exact" not in new and "old throughput" in new and "Measured then." in new
+    # A block the page does not have yet goes at the end of the results.
+    added = with_blocks(PAGE, {"million": block("million", ["a million"])})
+    assert added.index("old throughput") < added.index("a million") < added.index("/results")
+    assert added.endswith("## Where the time goes\n")
+
+
+def test_a_full_run_replaces_the_whole_results_section() -> None:
+    page = PAGE.replace("old exact", "old exact $1 \\1")  # no replacement template here
+    new = with_results(page, "Measured now.\n\n" + block("exact", ["x"]))
+    assert "Measured then." not in new and "old exact" not in new
+    assert new.count("<!-- results -->") == new.count("<!-- /results -->") == 1
+    # A block that the run does not write (the long memory run's) stays.
+    assert "old throughput" in new and new.index("x\n") < new.index("old throughput")
+    with pytest.raises(SystemExit):
+        with_results("no markers", "x")
+
+
+def test_only_selects_benchmarks_by_name_in_report_order() -> None:
+    assert selected("million, exact") == ["exact", "million"]
+    assert selected(None)[0] == "exact"  # the exact configuration is the headline
+    with pytest.raises(SystemExit, match="unknown benchmark nope"):
+        selected("exact,nope")
+
+
+def test_cost_against_state_and_a_million_keys_share_their_runs() -> None:
+    plan = cost_plan(["cost-vs-state", "million"], FULL)
+    assert plan == [(10_000, SNAPSHOTS), (100_000, SNAPSHOTS), (1_000_000, SNAPSHOTS),
+                    (1_000_000, NO_SNAPSHOTS)]  # fmt: skip
+    assert cost_plan(["exact"], FULL) == []
+
+
+def _exact_row(lines: int, sinks: str, side: str, words: int, kept: int = 3) -> dict[str, Any]:
+    return {"batch_lines": lines, "sinks": sinks, "side": side, "mean_words_per_s": words,
+            "runs_mean_words_per_s": [words] * 3, "ratio": round(words / 500_000, 2),
+            "processing_s": 1.0, "mean_processing_s": 1.1, "aligned_s": 1.5,
+            "checkpoint_s": None, "max_s": 1.6, "runs_kept_up": kept, "runs": 3,
+            "keeps_up": kept >= 2}  # fmt: skip
+
+
+def test_the_exact_headline_names_the_sinks_and_the_batch_size() -> None:
+    rows = [_exact_row(20_000, EXACT, "", 300_000), _exact_row(60_000, EXACT, "", 800_000),
+            _exact_row(200_000, EXACT, "", 900_000, kept=1),
+            _exact_row(60_000, CONSOLE, "", 950_000)]  # fmt: skip
+    found = {"headline_lines": 60_000, "checkpoint_batches": 10, "rows": rows,
+             "baseline_words_per_s": 500_000, "baseline_runs": 5, "baseline_s": 4.0,
+             "baseline_lines": 200_000,
+             "sustained": {"": {"batch_lines": 60_000, "words_per_s": 300_000,
+                                "ratio": 0.6}}}  # fmt: skip
+    text = "\n".join(exact_report(found))
+    assert "`--sink files --sink console`" in text and "**60,000-line batches**" in text
+    assert (
+        "| **streaming_app, files + console sinks, 60,000-line batches** | **800,000** | "
+        "**1.6** | target ≥ 1.5; each run: 800,000, 800,000, 800,000 |" in text
+    )
+    assert (
+        "| streaming_app, console sink alone (not exact), 60,000-line batches | 950,000 |" in text
+    )
+    assert "| files + console | 200,000 | 900,000 |" in text and "| 1 of 3 | no |" in text
+    # The exact sizes come first, the console alone last; a missing kind is a dash.
+    assert text.index("| files + console | 20,000") < text.index("| console alone | 60,000")
+    assert "| 1.5 s | — | 1.6 s |" in text
+
+
+def _cost_row(keys: int, variant: str, side: str, idle: float) -> dict[str, Any]:
+    figures = {f"{kind}_{what}": value for kind in ("idle", "busy")
+               for what, value in (("median_s", idle), ("aligned_s", 2 * idle),
+                                   ("checkpoint_s", None), ("max_s", 3 * idle))}  # fmt: skip
+    return {"keys": keys, "variant": variant, "side": side, "runs": 2, **figures,
+            "runs_idle_median_s": [idle, idle], "runs_busy_median_s": [idle, idle],
+            "driver_mib": 300, "aligned_driver_mib": 290, "others_driver_mib": 120,
+            "jvm_mib": 700, "aligned_jvm_mib": 650, "largest_worker_mib": 100,
+            "workers_together_mib": 250, "aligned_workers_mib": 240}  # fmt: skip
+
+
+def test_the_cost_table_has_a_row_per_state_size_and_side() -> None:
+    rows = [_cost_row(k, SNAPSHOTS, side, 0.25 if side == "after" else 1.0)
+            for k in (1_000_000, 10_000) for side in ("before (abc)", "after")]  # fmt: skip
+    rows.append(_cost_row(1_000_000, NO_SNAPSHOTS, "after", 0.1))
+    found = {"batch_lines": 20_000, "busy_batches": 12, "idle_batches": 12,
+             "checkpoint_batches": 10, "rows": rows}  # fmt: skip
+    text = "\n".join(cost_vs_state_report(found))
+    assert "| keys | revision | idle batch |" in text
+    assert text.index("| 10,000 | after |") < text.index("| 1,000,000 | after |")
+    assert "| 1,000,000 | after | 0.25 s | 0.25 s, 0.25 s | 0.5 s | — | 0.75 s |" in text
+    assert text.index("| 1,000,000 | before (abc) |") < text.index("| 1,000,000 | after |")
+    assert "snapshots off" not in text  # the cost table is the exact configuration's
+    million = "\n".join(million_report(found))
+    assert "**A state of 1,000,000 keys, files + console sinks**" in million
+    assert "(target ≤ 1.0 s)" in million and "(target ≤ 0.3 s)" in million
+    assert "| snapshots off, after | 0.1 s | 0.1 s | 0.2 s; 0.2 s |" in million
+    assert "| 300 MiB | 290 MiB | 120 MiB | 700 MiB | 650 MiB |" in million
+    # The snapshot's cost: the aligned idle batches with snapshots on against off.
+    assert "0.5 s with snapshots on and 0.2 s with them off (+0.300 s)" in million
+    assert million.index("| snapshots on, after |") < million.index("| snapshots off, after |")
+
+
+def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
+    trend = {"start_mib": 300, "end_mib": 310, "peak_mib": 330, "slope_mib_h": -1.5,
+             "late_slope_mib_h": 0.0}  # fmt: skip
+    found = {"minutes": 30.0, "every_s": 10.0, "keys": 1_000_000, "batch_lines": 10_000,
+             "checkpoint_batches": 10, "warm_after_s": 120.0, "batches": 840,
+             "records": 8_400_000, "processing_s": 0.8, "max_processing_s": 1.9,
+             "last_scheduling_delay_s": 0.0, "worker_processes": [3, 3],
+             "trend": {f: trend for f in ("driver_kb", "jvm_kb", "workers_kb")}}  # fmt: skip
+    text = "\n".join(memory_run_report(found))
+    assert "`python bench/memory_run.py --minutes 30`" in text and "5,000 lines/s" in text
+    assert (
+        "| driver (Python, resident) | 300 MiB | 310 MiB | 330 MiB | -1.5 MiB/h | +0.0 MiB/h |"
+        in text
+    )
+    assert "Python worker processes: 3 to 3." in text
