@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,7 @@ def test_a_failing_batch_exits_1_and_the_restart_loses_nothing(
     drop_file(dirs["input"], "a.txt", b"one two two\n")
     wait_for_totals(dirs["output"], truth(["one two two\n"]), app)
     # The files sink cannot write under a regular file: the next batch's output fails.
-    shutil.rmtree(dirs["output"])
-    dirs["output"].write_text("in the way")
+    put_file_in_place_of(dirs["output"])
     drop_file(dirs["input"], "b.txt", b"three three three\n")
     assert app.wait(timeout=120) == 1
     assert "ERROR" in app.log() and "streaming failed" in app.log()
@@ -33,6 +33,25 @@ def test_a_failing_batch_exits_1_and_the_restart_loses_nothing(
     again.wait_for_log(r"Recovered streaming context")
     wait_for_totals(dirs["output"], truth(["one two two\n", "three three three\n"]), again)
     assert again.terminate() == 0
+
+
+def put_file_in_place_of(directory: Path) -> None:
+    """Replace a directory the running app may be writing into (a base's executors) by a file.
+
+    An executor can create a sub-directory while it is being removed, so remove and retry until
+    the file stands where the directory was.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            with open(directory, "x") as blocker:
+                blocker.write("in the way")
+            return
+        except (FileExistsError, IsADirectoryError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def test_an_unreadable_checkpoint_exits_3_with_what_to_do(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streaming_app.sinks.files_layout import latest_totals_dir
+from streaming_app.sinks.files_layout import latest_totals_dir, read_totals
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 
@@ -44,6 +44,8 @@ def test_files_source_counts_exactly_and_replaces_undecodable_bytes(
     # The output directory keeps only whole, named-by-epoch-ms batches.
     latest = latest_totals_dir(str(dirs["output"]))
     assert latest is not None and latest[0] > 1_700_000_000_000
+    reached, totals = read_totals(str(dirs["output"]))
+    assert reached is not None and reached >= latest[0] and totals == expected
 
 
 def test_sigterm_stops_gracefully_and_the_restart_resumes(
