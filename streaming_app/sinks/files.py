@@ -174,7 +174,7 @@ def write_totals(
         settings,
         batch_ms,
         (lambda: view.changed(rdd)) if view.bucketed and view.changes else None,
-        lambda temp: view.totals(rdd).map(format_total).saveAsTextFile(temp),
+        lambda temp: view.lines(rdd, format_total).saveAsTextFile(temp),
     )
     mark_written(batch_ms, "files")
 

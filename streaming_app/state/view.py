@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming_app.state.buckets import bucket_items, rank
@@ -47,6 +48,11 @@ def _without_changes(record: tuple[int, Any]) -> tuple[Any, Any, int, Any]:
 _last: list[tuple[tuple[str, int], Digest]] = []
 
 
+def _bucket_lines(line: Callable[[tuple[str, Any]], str], record: tuple[int, Any]) -> list[str]:
+    items = bucket_items(record)
+    return ["\n".join(map(line, items))] if items else []
+
+
 def _key_figures(pair: tuple[str, Any]) -> tuple[int, Any]:
     return 1, pair[1]
 
@@ -62,6 +68,15 @@ class StateView:
     def totals(self, rdd: RDD[Any]) -> RDD[tuple[str, Any]]:
         """Every (key, total) of the state, as an RDD (unpacks every bucket)."""
         return rdd.flatMap(bucket_items) if self.bucketed else rdd
+
+    def lines(self, rdd: RDD[Any], line: Callable[[tuple[str, Any]], str]) -> RDD[str]:
+        """Every total formatted by `line`, for `saveAsTextFile`: with buckets one element
+        per bucket, its lines joined. saveAsTextFile writes an element and a newline, so the
+        files hold the same lines as one element per key, and Python hands the JVM one
+        record per bucket instead of one per key (a third of a 1M-key base's cost)."""
+        if not self.bucketed:
+            return rdd.map(line)
+        return rdd.flatMap(partial(_bucket_lines, line))
 
     def digest(self, rdd: RDD[Any]) -> Digest:
         """The batch's digest: one job for the first sink of a batch, then kept."""

@@ -107,6 +107,7 @@ def test_a_state_partitioned_by_another_process_is_partitioned_anew(sc: Any) -> 
 
 
 def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc: Any) -> None:
+    from streaming_app.sinks.files_layout import format_total
     from streaming_app.state.view import StateView
 
     view = StateView(bucketed=True, add=add_counts)
@@ -123,6 +124,13 @@ def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc:
         assert view.top(state, 5) == sorted(totals.items(), key=lambda p: (-p[1], p[0]))[:5]
         assert view.figures(state) == (len(totals), sum(totals.values()))
         assert dict(view.totals(state).collect()) == totals
+        # One joined element per non-empty bucket, the same lines as one per key.
+        joined = view.lines(state, format_total).collect()
+        assert len(joined) == sum(1 for _, bucket in state.collect() if bucket.keys) > 1
+        assert all(joined)
+        assert sorted("\n".join(joined).split("\n")) == sorted(
+            format_total(p) for p in totals.items()
+        )
         # The sinks of one batch share one digest: the same object, no second job.
         assert view.digest(state) is view.digest(state)
     # An idle batch: nothing changed, the tops and figures as they were.

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +53,23 @@ def test_lines_round_trip(pair: tuple[str, int]) -> None:
     line = format_line(pair)
     assert "\n" not in line
     assert parse_line(line) == pair
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ("word", 3),
+        ('q"uo\\te\t\n', -2),
+        ("é中\u2028\x00", 10**30),
+        ("", 0),
+        ("c1", Decimal("12.50")),
+        ("c2", Decimal("-1E+3")),
+        ("flag", True),  # not a total; falls back to json.dumps all the same
+    ],
+)
+def test_lines_are_what_json_dumps_writes(pair: tuple[str, Any]) -> None:
+    value = format(pair[1], "f") if isinstance(pair[1], Decimal) else pair[1]
+    assert format_line(pair) == json.dumps([pair[0], value], ensure_ascii=False)
 
 
 @pytest.mark.parametrize("line", ['["a"]', '["a", "x"]', '["a", true]', "{}", "[1, 2]"])
