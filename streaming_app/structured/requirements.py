@@ -12,8 +12,13 @@ from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import AppConfig, is_local_path
 
 INSTALL = "pip install 'streaming-app[structured]'"
-# Distributions PySpark's transformWithState imports, with the lowest version it works with.
-NEEDED = (("pandas", (2, 2)), ("pyarrow", (18, 0)), ("protobuf", (6, 33)))
+# Distributions PySpark's transformWithState imports: the lowest version it works with and
+# the first it does not (None: no bound), as the extra in setup.cfg pins them.
+NEEDED: tuple[tuple[str, tuple[int, int], tuple[int, int] | None], ...] = (
+    ("pandas", (2, 2), (3, 0)),  # PySpark 4.3 warns that it does not support pandas 3 yet
+    ("pyarrow", (18, 0), None),
+    ("protobuf", (6, 33), (7, 0)),  # PySpark 4.3's generated code is 6.33
+)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -30,11 +35,11 @@ def missing_packages(installed: dict[str, str | None] | None = None) -> list[str
     installed: name -> version (None: absent), for tests; by default the environment's.
     """
     found = []
-    for name, lowest in NEEDED:
+    for name, lowest, below in NEEDED:
         version = installed.get(name) if installed is not None else _installed(name)
         if version is None:
             found.append(name)
-        elif _version(version) < lowest or (name == "protobuf" and _version(version)[0] >= 7):
+        elif _version(version) < lowest or (below is not None and _version(version) >= below):
             found.append(f"{name} {version}")
     return found
 

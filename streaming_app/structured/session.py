@@ -30,6 +30,8 @@ def session_conf(config: AppConfig) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Python workers get Arrow batches of lines; keep a partition's batches small.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+        # The stage progress bar would mix with the log lines and the console sink.
+        "spark.ui.showConsoleProgress": "false",
     }
     conf.update(dict(config.spark_conf))
     return conf

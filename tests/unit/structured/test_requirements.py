@@ -29,6 +29,7 @@ def test_the_installed_extra_is_complete() -> None:
         ({"pyarrow": "17.0.0"}, ["pyarrow 17.0.0"]),
         ({"protobuf": "5.29.3"}, ["protobuf 5.29.3"]),
         ({"protobuf": "7.0.0"}, ["protobuf 7.0.0"]),
+        ({"pandas": "3.1.1"}, ["pandas 3.1.1"]),
         ({"pandas": None, "protobuf": None}, ["pandas", "protobuf"]),
     ],
 )
