@@ -1,6 +1,7 @@
 """`run --engine structured` end to end: the files source and sink, exact totals over
 several files, then kill -9 of the driver's whole process group mid-run and a restart on
-the same checkpoint location; the keyed sum exact in decimals; the console line."""
+the same checkpoint location; the keyed sum exact in decimals; the console line; the
+socket source (demos)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import files_args
-from tests.integration.harness import cli_totals, drop_file, make_text, truth, wait_for_totals
+from tests.integration.conftest import common_args, files_args
+from tests.integration.harness import (
+    LineServer,
+    cli_totals,
+    drop_file,
+    make_text,
+    truth,
+    wait_for_totals,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -86,3 +94,17 @@ def test_keyed_sum_exact_and_console_line(dirs: dict[str, Path], start_app: Any)
     out = app.out_path.read_text()
     assert "Counts at time " in out
     assert "('eu', 123456789012345678.300000000001), ('us', 9.5)" in out
+
+
+def test_socket_source_counts_what_it_is_sent(dirs: dict[str, Path], start_app: Any) -> None:
+    lines = ["the quick brown fox", "jumps over the lazy dog", "the end"] * 20
+    server = LineServer(lines)
+    try:
+        app = start_app(
+            "--engine", "structured", "--source", "socket", "--host", "127.0.0.1",
+            "--port", str(server.port), *common_args(dirs),
+        )  # fmt: skip
+        wait_for_totals(dirs["output"], truth(lines), app)
+        assert app.terminate() == 0
+    finally:
+        server.close()
