@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +15,19 @@ from streaming_app.cli.main import cli
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.metadata import METADATA_FORMAT
 from streaming_app.structured.query import written_by_dstreams
-from tests.unit.cli.test_run import assert_usage_error
+
+# test_run's autouse fixture: no STREAMING_APP_* variables, no DStream JVM, logging restored.
+from tests.unit.cli.test_run import _isolated, assert_usage_error  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
-def _no_jvm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.startswith("STREAMING_APP_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+def _no_structured_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nor does the structured engine get as far as Spark."""
 
     def no_jvm(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a unit test got as far as starting Spark")
 
     monkeypatch.setattr(run_module, "prepare_spark_env", no_jvm)
-    yield
 
 
 def test_a_missing_extra_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
