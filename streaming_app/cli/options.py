@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from streaming_app.settings.rules import JOBS, SOURCES
+from streaming_app.settings.rules import ENGINES, JOBS, SOURCES
 from streaming_app.settings.schema import setting_help
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -37,6 +37,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Path(dir_okay=False),
                 help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]",
             ),
+            _option("engine", type=click.Choice(ENGINES, case_sensitive=False)),
             _option("job", type=click.Choice(JOBS, case_sensitive=False)),
             _option("source", type=click.Choice(SOURCES, case_sensitive=False)),
             _option("host", metavar="HOST"),

@@ -21,8 +21,6 @@ def run(
     **settings: str | None,
 ) -> None:
     """Run the streaming word count; resumes from the checkpoint directory if one exists."""
-    from streaming_app.driver.run import run as run_app
-
     if sinks:
         settings["sinks"] = ",".join(sinks)
     if settings.get("progress") is not None:  # --progress/--no-progress
@@ -30,7 +28,14 @@ def run(
     try:
         config = load_config(config_file, cli=settings, spark_conf=spark_conf)
         setup_logging(config.log_level)
-        code = run_app(config)
+        if config.engine == "structured":
+            from streaming_app.structured.run import run as run_structured
+
+            code = run_structured(config)
+        else:
+            from streaming_app.driver.run import run as run_app
+
+            code = run_app(config)
     except StreamingAppError as error:
         fail(error)
     sys.exit(code)

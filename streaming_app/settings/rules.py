@@ -78,6 +78,10 @@ DEFAULT_TOKEN_PATTERN = r"[^\W_]+(?:['’][^\W_]+)*"
 SOURCES = ("socket", "files", "kafka")
 
 
+# The DStream engine (the default) and Structured Streaming (docs/structured.md).
+ENGINES = ("dstream", "structured")
+
+
 JOBS = ("wordcount", "keyed-sum")
 
 

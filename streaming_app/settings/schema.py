@@ -25,6 +25,7 @@ from streaming_app.settings.parsers import (
 )
 from streaming_app.settings.rules import (
     DEFAULT_TOKEN_PATTERN,
+    ENGINES,
     INCOMPATIBLE_POLICIES,
     JOBS,
     LOG_LEVELS,
@@ -53,6 +54,9 @@ class AppConfig:
     """Every setting of one run; built only by `load_config`, never mutated."""
 
     source: str = _setting("app", choice(*SOURCES), "socket", "input: socket, files or kafka")
+    engine: str = _setting(
+        "app", choice(*ENGINES), "dstream", "dstream, or structured (Structured Streaming)"
+    )
     master: str = _setting("app", parse_str, "local[2]", "Spark master URL")
     app_name: str = _setting("app", parse_str, "streaming-app", "Spark application name")
     batch_interval: float = _setting("app", parse_seconds, 1.0, "batch interval, seconds")

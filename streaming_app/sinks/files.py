@@ -76,7 +76,7 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def _write_collected(fs: HadoopFs, temp: str, pairs: list[tuple[str, Any]]) -> None:
+def write_collected(fs: HadoopFs, temp: str, pairs: list[tuple[str, Any]]) -> None:
     """A small output as one part file written by the driver (no Hadoop output job)."""
     body = "".join(format_total(pair) + "\n" for pair in pairs)
     fs.mkdirs(temp)
@@ -85,12 +85,12 @@ def _write_collected(fs: HadoopFs, temp: str, pairs: list[tuple[str, Any]]) -> N
 
 
 def _previous_links(
-    fs: HadoopFs, settings: FilesSettings, names: list[str], batch_ms: int
+    fs: HadoopFs, settings: FilesSettings, names: list[str], previous_ms: int
 ) -> list[Link | None]:
     """The chain markers of the complete outputs of the batch before (None: no marker)."""
     links = []
     for kind in (DELTA, TOTALS):
-        name = totals_name(batch_ms - settings.batch_ms, kind)
+        name = totals_name(previous_ms, kind)
         path = _join(settings.output_dir, name)
         if name in names and fs.exists(_join(path, SUCCESS_MARKER)):
             marker = _join(path, CHAIN_MARKER)
@@ -99,12 +99,19 @@ def _previous_links(
 
 
 def _plan(
-    fs: HadoopFs, settings: FilesSettings, names: list[str], batch_ms: int, changes_known: bool
+    fs: HadoopFs,
+    settings: FilesSettings,
+    names: list[str],
+    batch_ms: int,
+    previous_ms: int,
+    changes_known: bool,
 ) -> tuple[str, str | None]:
     """TOTALS (a base) or DELTA for this batch, and why the chain broke (None if it did not)."""
-    if not changes_known or batch_ms % settings.base_ms == 0:
+    # A base is due when a multiple of base_ms is in (previous_ms, batch_ms]: for batch
+    # times at multiples of the batch interval (DStreams), when batch_ms is one.
+    if not changes_known or previous_ms // settings.base_ms != batch_ms // settings.base_ms:
         return TOTALS, None  # the state cannot tell what changed, or a base is due
-    broken = chain_break(settings.context_id, _previous_links(fs, settings, names, batch_ms))
+    broken = chain_break(settings.context_id, _previous_links(fs, settings, names, previous_ms))
     return (TOTALS, broken) if broken else (DELTA, None)
 
 
@@ -114,23 +121,26 @@ def write_chain(
     batch_ms: int,
     changed: Callable[[], list[tuple[str, Any]] | None] | None,
     write_base: Callable[[str], None],
+    previous_ms: int | None = None,
 ) -> str:
     """Write a batch's base or delta into the output dir, atomically; returns its kind.
 
     changed: the totals the batch changed, collected (None: the state cannot tell);
-    write_base: writes every total as part files and `_SUCCESS` into a directory.
+    write_base: writes every total as part files and `_SUCCESS` into a directory;
+    previous_ms: the batch time of the batch before [batch_ms minus the batch interval].
     """
     started = time.monotonic()
     out = settings.output_dir
     names = fs.list_names(out)
-    kind, broken = _plan(fs, settings, names, batch_ms, changed is not None)
+    previous = batch_ms - settings.batch_ms if previous_ms is None else previous_ms
+    kind, broken = _plan(fs, settings, names, batch_ms, previous, changed is not None)
     pairs = changed() if changed is not None and kind == DELTA else None
     kind = TOTALS if pairs is None else DELTA
     temp = _join(out, temp_name(batch_ms, kind))
     fs.delete(temp)  # left over from a run killed while writing this batch
     written = ""
     if pairs is not None:
-        _write_collected(fs, temp, pairs)
+        write_collected(fs, temp, pairs)
         written = f" keys={len(pairs)}"
     else:
         if broken:
@@ -140,7 +150,7 @@ def write_chain(
                 broken,
             )
         write_base(temp)
-    link = Link(settings.context_id, batch_ms - settings.batch_ms, LINK_KINDS[kind])
+    link = Link(settings.context_id, previous, LINK_KINDS[kind])
     fs.write_atomic(_join(temp, CHAIN_MARKER), format_link(link))
     final = totals_name(batch_ms, kind)
     # A replay of a batch that completed before the crash writes the same content again.
@@ -194,7 +204,7 @@ def write_window_files(
     temp = _join(output_dir, temp_name(batch_ms, WINDOW))
     final = _join(output_dir, totals_name(batch_ms, WINDOW))
     fs.delete(temp)  # left over from a run killed while writing this batch
-    _write_collected(fs, temp, rdd.collect())
+    write_collected(fs, temp, rdd.collect())
     fs.publish_dir(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms, WINDOW):
         fs.delete(_join(output_dir, name))

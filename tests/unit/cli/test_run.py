@@ -93,7 +93,11 @@ def test_every_problem_is_in_the_one_line() -> None:
 
 @pytest.mark.parametrize(
     ("args", "flag"),
-    [(["--source", "ftp"], "'--source'"), (["--log-level", "loud"], "'--log-level'")],
+    [
+        (["--source", "ftp"], "'--source'"),
+        (["--log-level", "loud"], "'--log-level'"),
+        (["--engine", "flink"], "'--engine'"),
+    ],
 )
 def test_choice_flags_are_checked_by_click(args: list[str], flag: str) -> None:
     result = invoke("run", *args)

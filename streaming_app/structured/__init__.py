@@ -1,0 +1,1 @@
+"""The Structured Streaming engine (`--engine structured`), a first slice: docs/structured.md."""

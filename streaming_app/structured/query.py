@@ -1,0 +1,82 @@
+"""The one factory of the structured engine: the whole query, on its checkpoint location.
+
+Driver side. `start_query` builds source, pairs, state and sinks and starts the query
+with `checkpoint_dir` as its checkpointLocation, which plays getOrCreate's part: on a new
+directory the query starts from nothing; on one it wrote before, Spark takes the source
+position and the state from it and goes on after the last committed micro-batch (a
+micro-batch that was planned but not committed runs again, with the same input).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.common.fs import FileSystem, join
+from streaming_app.errors import CheckpointError
+from streaming_app.recovery.metadata import METADATA_FORMAT
+from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.pairs import pairs_of
+from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
+from streaming_app.structured.query_log import COMMITS, METADATA, OFFSETS, last_batch
+from streaming_app.structured.sinks import BatchSinks
+from streaming_app.structured.source import lines_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def written_by_dstreams(fs: FileSystem, checkpoint_dir: str) -> bool:
+    """Whether a checkpoint directory holds a DStream engine's checkpoint."""
+    names = fs.list_names(checkpoint_dir)
+    if any(name.startswith("checkpoint-") for name in names):
+        return True
+    if METADATA not in names:
+        return False
+    try:
+        record = json.loads(fs.read_bytes(join(checkpoint_dir, METADATA)).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(record, dict) and record.get("format") == METADATA_FORMAT
+
+
+def start_query(spark: SparkSession, config: AppConfig) -> Any:
+    """Build the whole query and start it on the checkpoint location; returns it running."""
+    from streaming_app.common.hadoop_fs import HadoopFs
+
+    checkpoint = config.checkpoint_dir
+    fs = HadoopFs(spark.sparkContext, checkpoint)
+    if written_by_dstreams(fs, checkpoint):
+        raise CheckpointError(
+            f"{checkpoint} is a checkpoint of the DStream engine; run it with --engine "
+            "dstream, or give --engine structured a new checkpoint_dir"
+        )
+    planned = last_batch(fs, join(checkpoint, OFFSETS))
+    committed = last_batch(fs, join(checkpoint, COMMITS))
+    totals = (
+        pairs_of(lines_of(spark, config), config)
+        .groupBy("key")
+        .transformWithState(RunningTotals(config.job), TOTALS_SCHEMA, "Update", "None")
+    )
+    query = (
+        totals.writeStream.outputMode("update")
+        .foreachBatch(BatchSinks(config))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{config.batch_ms} milliseconds")
+        .start()
+    )
+    if planned is None:
+        log.info("Started new query id=%s on checkpoint %s", query.id, checkpoint)
+    else:
+        log.info(
+            "Recovered query id=%s from checkpoint %s: micro-batches up to %s committed, "
+            "up to %d planned",
+            query.id,
+            checkpoint,
+            "none" if committed is None else committed,
+            planned,
+        )
+    return query

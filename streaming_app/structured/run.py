@@ -1,0 +1,116 @@
+"""The structured engine's entrypoint: start (or resume) the query, run it, stop it on request.
+
+Driver side. The start-up checks and the stop request are the DStream driver's own
+(driver/run.py, driver/stopping.py); what differs is the query's lifecycle: a graceful
+stop lets the micro-batch in flight finish, then stops the query between micro-batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from streaming_app.common.failure_text import java_summary
+from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
+from streaming_app.driver.run import (
+    check_checkpoint_location,
+    effective_master,
+    ensure_readable_dir,
+    ensure_writable_dir,
+)
+from streaming_app.driver.stopping import POLL_SECONDS, StopRequest, hard_stop, stream_failure
+from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
+from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.requirements import check_supported, require_extra
+
+log = logging.getLogger(__name__)
+
+
+def await_stop(query: Any, stop: StopRequest, duration: float | None) -> str:
+    """Block until a stop is requested or the duration ends; raise if the query fails."""
+    deadline = time.monotonic() + duration if duration else None
+    while True:
+        try:
+            ended = query.awaitTermination(POLL_SECONDS)
+        except Exception as exc:  # StreamingQueryException: a micro-batch failed
+            if stop.event.is_set():
+                log.info("a micro-batch failed while stopping: %s", java_summary(exc))
+                return stop.reason
+            raise stream_failure(exc) from None
+        if stop.event.is_set():
+            return stop.reason
+        if ended:
+            raise StreamingFailedError("the streaming query stopped unexpectedly")
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"duration of {duration:g} s reached"
+
+
+def stop_between_batches(spark: Any, query: Any, deadline: float) -> bool:
+    """Stop the query once no micro-batch runs; False if it could not be stopped by the deadline.
+
+    A micro-batch that starts between the last look and the stop is interrupted: the
+    restart runs it again from the offsets log (nothing is lost, nothing counted twice).
+    """
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if query.status.get("isTriggerActive"):
+        return False
+    remaining_ms = max(round((deadline - time.monotonic()) * 1000), 1000)
+    spark.conf.set("spark.sql.streaming.stopTimeout", str(remaining_ms))
+    try:
+        query.stop()
+    except Exception as exc:  # the stop timed out
+        log.warning("the query did not stop in time: %s", java_summary(exc))
+        return False
+    return True
+
+
+def run(config: AppConfig) -> int:
+    """Run the structured engine until stopped; returns the exit code (raises on failure)."""
+    require_extra()
+    check_supported(config)
+    ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
+    if "files" in config.sinks and config.output_dir:
+        ensure_writable_dir("output_dir", config.output_dir)
+    if config.source == "files" and config.input_dir:
+        ensure_readable_dir("input_dir", config.input_dir)
+    prepare_spark_env(config.master, config.spark_conf_dir)
+    check_checkpoint_location(config, *effective_master(config))
+
+    from streaming_app.structured.query import start_query
+    from streaming_app.structured.session import build_session
+
+    stop = StopRequest()
+    stop.install()
+    try:
+        with jvm_ignoring_sigterm(), stop.through_start():
+            spark = build_session(config)
+            query = start_query(spark, config)
+    except StreamingAppError:
+        raise
+    except Exception as exc:  # Spark refused the query or its checkpoint
+        if stop.event.is_set():
+            log.info("Stopped while starting (%s): %s", stop.reason, java_summary(exc))
+            return EXIT_OK
+        raise StreamingFailedError(f"could not start the query: {java_summary(exc)}") from None
+    try:
+        reason = await_stop(query, stop, config.duration)
+    except StreamingAppError:
+        spark.stop()
+        raise
+    log.info(
+        "Stopping gracefully (%s): finishing the micro-batch in flight (up to stop_timeout=%g s)",
+        reason,
+        config.stop_timeout,
+    )
+    if not stop_between_batches(spark, query, time.monotonic() + config.stop_timeout):
+        log.warning(
+            "the micro-batch in flight did not finish within stop_timeout=%g s; stopping hard. "
+            "Nothing is lost: the restart runs it again from the checkpoint",
+            config.stop_timeout,
+        )
+        hard_stop(spark)
+    spark.stop()
+    log.info("Stopped")
+    return EXIT_OK

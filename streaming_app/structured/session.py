@@ -1,0 +1,55 @@
+"""The SparkSession of the structured engine: the settings transformWithState needs.
+
+Driver side. Spark keeps a query's SQL settings in its checkpoint (the offsets log) from
+the first run on: the state store provider and the number of shuffle (= state) partitions
+set here apply to a new checkpoint; a restart keeps those it was made with.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from streaming_app.settings.schema import AppConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# The default provider is refused for transformWithState.
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def session_conf(config: AppConfig) -> dict[str, str]:
+    """Spark settings of the session: ours, then the user's --spark-conf (which win)."""
+    conf = {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # Python workers get Arrow batches of lines; keep a partition's batches small.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+        # The stage progress bar would mix with the log lines and the console sink.
+        "spark.ui.showConsoleProgress": "false",
+    }
+    conf.update(dict(config.spark_conf))
+    return conf
+
+
+def build_session(config: AppConfig) -> SparkSession:
+    """Get or create the SparkSession, with the state partitions sized to the cores."""
+    # The state server's Python worker starts PYSPARK_PYTHON (default: the system python3,
+    # which lacks protobuf and this app): the executors must run this environment's Python.
+    # PySpark reads it when the SparkContext is created, also under spark-submit.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(config.app_name)
+    for key, value in session_conf(config).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if SHUFFLE_PARTITIONS not in dict(config.spark_conf):
+        # 200 by default: 200 state stores per micro-batch is slow on a few cores.
+        spark.conf.set(SHUFFLE_PARTITIONS, str(spark.sparkContext.defaultParallelism))
+    return spark
