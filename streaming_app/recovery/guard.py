@@ -9,14 +9,16 @@ new one seeded from the newest snapshot).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
 
-from streaming_app.common.fs import FileSystem, LocalFs
+from streaming_app.common.fs import FileSystem, LocalFs, join
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import (
     LATER_GRAPH_SETTINGS,
+    METADATA_FILE,
     CheckpointMetadata,
     differences,
     read_metadata,
@@ -61,6 +63,11 @@ def state_checkpointed(fs: FileSystem, checkpoint_dir: str) -> bool:
 def plan_start(fs: FileSystem, config: AppConfig, current: CheckpointMetadata) -> StartPlan:
     """Decide how this run starts; raises CheckpointError or ConfigError when it cannot."""
     ckpt = config.checkpoint_dir
+    if structured_checkpoint(fs, ckpt):
+        raise CheckpointError(
+            f"checkpoint_dir {ckpt} holds a Structured Streaming query's checkpoint; run it "
+            "with --engine structured, or give this engine another checkpoint_dir"
+        )
     if not has_checkpoint(fs, ckpt):
         if config.restore_from_snapshot is not None:
             return StartPlan(recover=False, seed=seed_at(config.restore_from_snapshot))
@@ -160,6 +167,22 @@ def _snapshot_dir(config: AppConfig, recorded: CheckpointMetadata | None) -> str
     if recorded is not None and isinstance(recorded.settings.get("snapshot_dir"), str):
         return str(recorded.settings["snapshot_dir"])
     return config.snapshots_at
+
+
+def structured_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
+    """Whether a Structured Streaming query keeps its checkpoint there: its offsets or commits
+    log, or the `metadata` file it writes at its start (`{"id": ...}`), which has the name of
+    this engine's record and would be overwritten by it."""
+    names = set(fs.list_names(checkpoint_dir))
+    if {"offsets", "commits"} & names:
+        return True
+    if METADATA_FILE not in names:
+        return False
+    try:
+        found = json.loads(fs.read_bytes(join(checkpoint_dir, METADATA_FILE)).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False  # this engine's unreadable record: plan_start says so
+    return isinstance(found, dict) and "id" in found and "format" not in found
 
 
 def has_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:

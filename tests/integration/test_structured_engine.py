@@ -70,6 +70,12 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
     assert "Traceback" not in second.log()
 
     assert cli_totals(dirs["output"].parent, dirs["output"], "totals") == truth(texts)
+    # The DStream engine (the default) refuses this checkpoint and leaves it as it is.
+    metadata = (dirs["checkpoint"] / "metadata").read_bytes()
+    dstream = start_app(*files_args(dirs))
+    assert dstream.wait(timeout=120) == 3
+    assert "holds a Structured Streaming query's checkpoint" in dstream.log()
+    assert (dirs["checkpoint"] / "metadata").read_bytes() == metadata
     # Both kinds were written (older ones are pruned: output_keep = 2).
     written = first.log() + second.log()
     assert "files: delta" in written and "files: totals" in written, written[-3000:]
