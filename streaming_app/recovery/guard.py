@@ -9,18 +9,17 @@ new one seeded from the newest snapshot).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 
-from streaming_app.common.fs import FileSystem, LocalFs, join
+from streaming_app.common.fs import FileSystem, LocalFs
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import (
     LATER_GRAPH_SETTINGS,
-    METADATA_FILE,
     CheckpointMetadata,
     differences,
+    metadata_json,
     read_metadata,
 )
 from streaming_app.recovery.restore import Seed
@@ -173,15 +172,9 @@ def structured_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
     """Whether a Structured Streaming query keeps its checkpoint there: its offsets or commits
     log, or the `metadata` file it writes at its start (`{"id": ...}`), which has the name of
     this engine's record and would be overwritten by it."""
-    names = set(fs.list_names(checkpoint_dir))
-    if {"offsets", "commits"} & names:
+    if {"offsets", "commits"} & set(fs.list_names(checkpoint_dir)):
         return True
-    if METADATA_FILE not in names:
-        return False
-    try:
-        found = json.loads(fs.read_bytes(join(checkpoint_dir, METADATA_FILE)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return False  # this engine's unreadable record: plan_start says so
+    found = metadata_json(fs, checkpoint_dir)  # None for this engine's unreadable record
     return isinstance(found, dict) and "id" in found and "format" not in found
 
 

@@ -197,6 +197,17 @@ def read_metadata(fs: FileSystem, checkpoint_dir: str) -> CheckpointMetadata | N
         raise CheckpointError(f"{path} is unreadable ({exc})") from None
 
 
+def metadata_json(fs: FileSystem, checkpoint_dir: str) -> object:
+    """The JSON of the `metadata` file there, whoever wrote it (this engine's record, or a
+    Structured Streaming query's `{"id": ...}`); None if it is missing or not JSON."""
+    if METADATA_FILE not in fs.list_names(checkpoint_dir):
+        return None
+    try:
+        return json.loads(fs.read_bytes(join(checkpoint_dir, METADATA_FILE)).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 

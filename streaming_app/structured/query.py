@@ -9,17 +9,16 @@ micro-batch that was planned but not committed runs again, with the same input).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
-from streaming_app.recovery.metadata import METADATA_FORMAT
+from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.pairs import pairs_of
 from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
-from streaming_app.structured.query_log import COMMITS, METADATA, OFFSETS, last_batch
+from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
 from streaming_app.structured.sinks import BatchSinks
 from streaming_app.structured.source import lines_of
 
@@ -31,15 +30,9 @@ log = logging.getLogger(__name__)
 
 def written_by_dstreams(fs: FileSystem, checkpoint_dir: str) -> bool:
     """Whether a checkpoint directory holds a DStream engine's checkpoint."""
-    names = fs.list_names(checkpoint_dir)
-    if any(name.startswith("checkpoint-") for name in names):
+    if any(name.startswith("checkpoint-") for name in fs.list_names(checkpoint_dir)):
         return True
-    if METADATA not in names:
-        return False
-    try:
-        record = json.loads(fs.read_bytes(join(checkpoint_dir, METADATA)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return False
+    record = metadata_json(fs, checkpoint_dir)
     return isinstance(record, dict) and record.get("format") == METADATA_FORMAT
 
 
