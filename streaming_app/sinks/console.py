@@ -1,8 +1,9 @@
 """Console sink: the top keys by value as one line per batch (or per slide of a window).
 
-Runs on the driver, as an output operation: `takeOrdered` is one Spark job whose tasks
-run on the executors (on the buckets' own top keys, state/view.py); the line is printed
-by the driver.
+Runs on the driver, as an output operation. With state buckets the top N is ranked on the
+driver from the buckets' own top keys, which the batch's digest brings (state/view.py: one
+small job that every sink of the batch shares); with one record per key, and for a
+window, `takeOrdered` is a Spark job over every total. The line is printed by the driver.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def print_line(batch_time: datetime, top: list[tuple[str, Any]], label: str = "C
 def write_console(batch_time: datetime, state: RDD[Any], view: StateView, top_n: int) -> None:
     """Console sink: print the batch's top words by total to stdout.
 
-    With state buckets the top is taken from each bucket's own top keys: one small job.
+    With state buckets the top is ranked from each bucket's own top keys (the digest).
     """
     print_line(batch_time, view.top(state, top_n))
     mark_written(epoch_ms(batch_time), "console")
