@@ -169,11 +169,10 @@ def _snapshot_dir(config: AppConfig, recorded: CheckpointMetadata | None) -> str
 
 
 def structured_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
-    """Whether a Structured Streaming query keeps its checkpoint there: its offsets or commits
-    log, or the `metadata` file it writes at its start (`{"id": ...}`), which has the name of
-    this engine's record and would be overwritten by it."""
-    if {"offsets", "commits"} & set(fs.list_names(checkpoint_dir)):
-        return True
+    """Whether a Structured Streaming query keeps its checkpoint there: the `metadata` file
+    a query writes when it starts (`{"id": ...}`), which has the name of this engine's
+    record and would be overwritten by it. (Not its `offsets/` and `commits/`: this
+    engine's Kafka source keeps logs of those names too.)"""
     found = metadata_json(fs, checkpoint_dir)  # None for this engine's unreadable record
     return isinstance(found, dict) and "id" in found and "format" not in found
 

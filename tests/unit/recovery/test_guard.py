@@ -104,23 +104,37 @@ def test_a_matching_checkpoint_is_recovered(tmp_path: Path) -> None:
     assert plan_start(LocalFs(), config, current).recover
 
 
-@pytest.mark.parametrize("layout", ["started", "offsets", "commits"])
+@pytest.mark.parametrize("logs", [(), ("offsets", "commits", "state")])
 def test_a_structured_streaming_checkpoint_is_refused_and_left_as_it_is(
-    tmp_path: Path, layout: str
+    tmp_path: Path, logs: tuple[str, ...]
 ) -> None:
     config = make_config(tmp_path)
     ckpt = Path(config.checkpoint_dir)
     ckpt.mkdir(parents=True)
     metadata = '{"id":"5d5b2c7e-8f0e-4b8a-9a53-7c1f3e1b2a90"}'
     (ckpt / "metadata").write_text(metadata)
-    if layout != "started":
-        (ckpt / layout).mkdir()
-        (ckpt / layout / "0").write_text("v1")
+    for name in logs:
+        (ckpt / name).mkdir()
+        (ckpt / name / "0").write_text("v1")
     with pytest.raises(CheckpointError) as raised:
         plan_start(LocalFs(), config, CheckpointMetadata.for_config(config))
     assert "Structured Streaming" in str(raised.value)
     assert "--engine structured" in str(raised.value)
     assert (ckpt / "metadata").read_text() == metadata
+
+
+def test_a_dstream_kafka_checkpoint_with_its_offsets_and_commits_logs_is_recovered(
+    tmp_path: Path,
+) -> None:
+    # The Kafka source's own logs have the names of a Structured Streaming query's.
+    config = make_config(tmp_path)
+    current = CheckpointMetadata.for_config(config)
+    write_metadata(LocalFs(), config.checkpoint_dir, current)
+    spark_checkpoint(Path(config.checkpoint_dir), 1000)
+    for name in ("offsets", "commits"):
+        (Path(config.checkpoint_dir) / name).mkdir()
+        (Path(config.checkpoint_dir) / name / "1000").write_text("{}")
+    assert plan_start(LocalFs(), config, current).recover
 
 
 def test_this_engines_own_record_is_not_taken_for_a_structured_checkpoint(
