@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -102,14 +102,29 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
     """Block until a stop is requested or the duration ends; raise if the stream fails."""
     from py4j.protocol import Py4JError
 
+    return wait_for_stop(
+        ssc.awaitTerminationOrTimeout, Py4JError, stop, duration, "the streaming context", "a batch"
+    )
+
+
+def wait_for_stop(
+    wait: Callable[[float], Any],
+    failure: type[BaseException],
+    stop: StopRequest,
+    duration: float | None,
+    stream: str,
+    batch: str,
+) -> str:
+    """Either engine's wait: `wait(seconds)` returns whether the stream ended, or raises
+    `failure` when it failed; returns the stop's reason, or raises StreamingFailedError."""
     deadline = time.monotonic() + duration if duration else None
     while True:
         try:
-            ended = ssc.awaitTerminationOrTimeout(POLL_SECONDS)
-        except Py4JError as exc:
+            ended = wait(POLL_SECONDS)
+        except failure as exc:
             if stop.event.is_set():
                 # E.g. a batch that gave up waiting for the broker because of the stop.
-                log.info("a batch failed while stopping: %s", java_summary(exc))
+                log.info("%s failed while stopping: %s", batch, java_summary(exc))
                 return stop.reason
             raise stream_failure(exc) from None
         if stop.event.is_set():
@@ -117,7 +132,7 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
             # also makes the JVM stop the context itself (stopGracefullyOnShutdown).
             return stop.reason
         if ended:
-            raise StreamingFailedError("the streaming context stopped unexpectedly")
+            raise StreamingFailedError(f"{stream} stopped unexpectedly")
         if deadline is not None and time.monotonic() >= deadline:
             return f"duration of {duration:g} s reached"
 

@@ -19,31 +19,12 @@ from streaming_app.driver.run import (
     ensure_readable_dir,
     ensure_writable_dir,
 )
-from streaming_app.driver.stopping import POLL_SECONDS, StopRequest, hard_stop, stream_failure
+from streaming_app.driver.stopping import StopRequest, hard_stop, wait_for_stop
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.requirements import check_supported, require_extra
 
 log = logging.getLogger(__name__)
-
-
-def await_stop(query: Any, stop: StopRequest, duration: float | None) -> str:
-    """Block until a stop is requested or the duration ends; raise if the query fails."""
-    deadline = time.monotonic() + duration if duration else None
-    while True:
-        try:
-            ended = query.awaitTermination(POLL_SECONDS)
-        except Exception as exc:  # StreamingQueryException: a micro-batch failed
-            if stop.event.is_set():
-                log.info("a micro-batch failed while stopping: %s", java_summary(exc))
-                return stop.reason
-            raise stream_failure(exc) from None
-        if stop.event.is_set():
-            return stop.reason
-        if ended:
-            raise StreamingFailedError("the streaming query stopped unexpectedly")
-        if deadline is not None and time.monotonic() >= deadline:
-            return f"duration of {duration:g} s reached"
 
 
 def stop_between_batches(spark: Any, query: Any, deadline: float) -> bool:
@@ -95,7 +76,11 @@ def run(config: AppConfig) -> int:
             return EXIT_OK
         raise StreamingFailedError(f"could not start the query: {java_summary(exc)}") from None
     try:
-        reason = await_stop(query, stop, config.duration)
+        reason = wait_for_stop(
+            # StreamingQueryException (a micro-batch failed) has no common base but Exception.
+            query.awaitTermination, Exception, stop, config.duration,
+            "the streaming query", "a micro-batch",
+        )  # fmt: skip
     except StreamingAppError:
         spark.stop()
         raise
