@@ -84,18 +84,18 @@ def write_collected(fs: HadoopFs, temp: str, pairs: list[tuple[str, Any]]) -> No
     fs.write_atomic(_join(temp, SUCCESS_MARKER), b"")
 
 
-def _previous_links(
-    fs: HadoopFs, settings: FilesSettings, names: list[str], previous_ms: int
-) -> list[Link | None]:
-    """The chain markers of the complete outputs of the batch before (None: no marker)."""
-    links = []
+def complete_outputs(
+    fs: HadoopFs, settings: FilesSettings, names: list[str], batch_ms: int
+) -> list[tuple[str, Link | None]]:
+    """A batch's complete outputs (delta, base) with their chain markers (None: no marker)."""
+    found = []
     for kind in (DELTA, TOTALS):
-        name = totals_name(previous_ms, kind)
+        name = totals_name(batch_ms, kind)
         path = _join(settings.output_dir, name)
         if name in names and fs.exists(_join(path, SUCCESS_MARKER)):
             marker = _join(path, CHAIN_MARKER)
-            links.append(parse_link(fs.read_bytes(marker)) if fs.exists(marker) else None)
-    return links
+            found.append((kind, parse_link(fs.read_bytes(marker)) if fs.exists(marker) else None))
+    return found
 
 
 def _plan(
@@ -111,7 +111,8 @@ def _plan(
     # times at multiples of the batch interval (DStreams), when batch_ms is one.
     if not changes_known or previous_ms // settings.base_ms != batch_ms // settings.base_ms:
         return TOTALS, None  # the state cannot tell what changed, or a base is due
-    broken = chain_break(settings.context_id, _previous_links(fs, settings, names, previous_ms))
+    links = [link for _, link in complete_outputs(fs, settings, names, previous_ms)]
+    broken = chain_break(settings.context_id, links)
     return (TOTALS, broken) if broken else (DELTA, None)
 
 

@@ -17,10 +17,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import SinkError
-from streaming_app.sinks.files import FilesSettings, write_chain, write_collected
+from streaming_app.sinks.files import (
+    FilesSettings,
+    complete_outputs,
+    write_chain,
+    write_collected,
+)
 from streaming_app.sinks.files_layout import (
     DELTA,
-    SUCCESS_MARKER,
     TOTALS,
     read_chain,
     read_link,
@@ -33,13 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def written_kind(settings: FilesSettings, batch_ms: int) -> str | None:
+def written_kind(fs: HadoopFs, settings: FilesSettings, batch_ms: int) -> str | None:
     """The kind of this context's complete output of a micro-batch, None if there is none."""
-    for kind in (DELTA, TOTALS):
-        path = os.path.join(settings.output_dir, totals_name(batch_ms, kind))
-        link = read_link(path)
-        complete = os.path.exists(os.path.join(path, SUCCESS_MARKER))
-        if complete and link is not None and link.context == settings.context_id:
+    names = fs.list_names(settings.output_dir)
+    for kind, link in complete_outputs(fs, settings, names, batch_ms):
+        if link is not None and link.context == settings.context_id:
             return kind
     return None
 
@@ -73,7 +75,7 @@ def write_files(
     changes: list[tuple[str, Any]],
 ) -> str:
     """Write a micro-batch's delta (its changed totals) or base; returns its kind."""
-    kind = written_kind(settings, batch_ms)
+    kind = written_kind(fs, settings, batch_ms)
     if kind is not None:
         log.info(
             "files sink: batch_id=%d batch_time_ms=%d was written before the restart (%s)",
