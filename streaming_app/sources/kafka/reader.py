@@ -84,15 +84,15 @@ def read_range(
                 )
                 continue
             progressed = False
-            for record in batch.get(tp, []):
-                if record.offset < next_offset:
+            for offset, value in batch.get(tp, []):
+                if offset < next_offset:
                     continue
-                if record.offset >= until:
+                if offset >= until:
                     next_offset = until
                     break
-                next_offset = record.offset + 1
+                next_offset = offset + 1
                 progressed = True
-                text = decode_value(record.value, max_value_bytes, counts)
+                text = decode_value(value, max_value_bytes, counts)
                 if text is not None:
                     yield text
             if not progressed and next_offset < until and consumer.position(tp) >= until:
@@ -132,6 +132,8 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
     """A consumer for one read; retries while the broker is unreachable, up to a limit."""
     from kafka.errors import KafkaError
 
+    from streaming_app.sources.kafka.records import make_lean
+
     # Python workers have no logging set up: kafka-python would print every failed
     # connection attempt; our own warning below says it once per attempt.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
@@ -139,14 +141,17 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
     while True:
         try:
             check_reachable(connection)
-            return new_consumer(
-                **connection.kafka_kwargs(),
-                client_id="streaming-app-reader",
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="none",
-                max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
-                bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
+            # (offset, value) pairs instead of kafka-python's records: a third of the cost.
+            return make_lean(
+                new_consumer(
+                    **connection.kafka_kwargs(),
+                    client_id="streaming-app-reader",
+                    group_id=None,
+                    enable_auto_commit=False,
+                    auto_offset_reset="none",
+                    max_partition_fetch_bytes=max(1 << 20, max_value_bytes + 4096),
+                    bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
+                )
             )
         except (KafkaError, OSError) as exc:
             if time.monotonic() > deadline:
