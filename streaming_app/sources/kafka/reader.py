@@ -64,6 +64,7 @@ def read_range(
     if start >= until:
         return
     counts: dict[str, int] = {}
+    used = 0
     tp = KafkaTp(topic, partition)
     consumer = _connect(connection, max_value_bytes, offset_range)
     try:
@@ -74,8 +75,8 @@ def read_range(
         warned_at = last_progress
         while next_offset < until:
             try:
-                # No more than the range still needs: kafka-python decodes (in Python)
-                # every record it returns, and those past `until` would be thrown away.
+                # No more than the range still needs: the fetcher decodes the records
+                # it returns, and those past `until` would be thrown away.
                 wanted = min(MAX_POLL_RECORDS, until - next_offset)
                 batch = consumer.poll(timeout_ms=POLL_TIMEOUT_MS, max_records=wanted)
             except OffsetOutOfRangeError:
@@ -92,7 +93,15 @@ def read_range(
                     break
                 next_offset = offset + 1
                 progressed = True
-                text = decode_value(value, max_value_bytes, counts)
+                text = None
+                if value and len(value) <= max_value_bytes:
+                    try:  # the common case inline, counted once at the end
+                        text = value.decode("utf-8")
+                        used += 1
+                    except UnicodeDecodeError:
+                        pass
+                if text is None:  # skipped, or decoded with replacements: counted there
+                    text = decode_value(value, max_value_bytes, counts)
                 if text is not None:
                     yield text
             if not progressed and next_offset < until and consumer.position(tp) >= until:
@@ -116,6 +125,8 @@ def read_range(
                 )
     finally:
         consumer.close()
+        if used:
+            counts["records"] = counts.get("records", 0) + used
         if stats is not None:
             stats.add({batch_ms: counts})
     log.debug(

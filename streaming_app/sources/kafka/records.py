@@ -50,8 +50,8 @@ def batch_records(buf: bytes, pos: int, count: int, base_offset: int) -> list[Re
 
     A record is: length, attributes (1 byte), timestamp delta, offset delta, key length,
     key, value length, value, headers (all lengths zigzag varints). Most of them are one
-    or two bytes long, so the one-byte case is decoded inline; the headers are skipped
-    by the record's length. The batch's CRC, checked before, covers every byte read here.
+    or two bytes long, so those cases are decoded inline; the headers are skipped by the
+    record's length. The batch's CRC, checked before, covers every byte read here.
     """
     records: list[Record] = []
     append = records.append
@@ -61,6 +61,10 @@ def batch_records(buf: bytes, pos: int, count: int, base_offset: int) -> list[Re
         if byte < 0x80:
             length = (byte >> 1) ^ -(byte & 1)
             pos += 1
+        elif buf[pos + 1] < 0x80:
+            length = (byte & 0x7F) | (buf[pos + 1] << 7)
+            length = (length >> 1) ^ -(length & 1)
+            pos += 2
         else:
             length, pos = _varint(buf, pos)
         record_end = pos + length
@@ -74,6 +78,10 @@ def batch_records(buf: bytes, pos: int, count: int, base_offset: int) -> list[Re
         if byte < 0x80:
             delta = (byte >> 1) ^ -(byte & 1)
             p += 1
+        elif buf[p + 1] < 0x80:
+            delta = (byte & 0x7F) | (buf[p + 1] << 7)
+            delta = (delta >> 1) ^ -(delta & 1)
+            p += 2
         else:
             delta, p = _varint(buf, p)
         byte = buf[p]
@@ -88,6 +96,10 @@ def batch_records(buf: bytes, pos: int, count: int, base_offset: int) -> list[Re
         if byte < 0x80:
             value_length = (byte >> 1) ^ -(byte & 1)
             p += 1
+        elif buf[p + 1] < 0x80:
+            value_length = (byte & 0x7F) | (buf[p + 1] << 7)
+            value_length = (value_length >> 1) ^ -(value_length & 1)
+            p += 2
         else:
             value_length, p = _varint(buf, p)
         if value_length >= 0:
