@@ -1,10 +1,11 @@
-"""The query's own checkpoint files the sinks read: batch timestamps and the query id.
+"""The query's own checkpoint files: offsets log entries, batch ids, the query id.
 
 Spark writes `offsets/<batch_id>` before it runs a micro-batch (a version line, then a JSON
 line with `batchTimestampMs`, then the sources' offsets) and keeps it for a replay, so a
 batch's timestamp is the same on every run of it: the sinks name their output by it, in
 epoch ms like the DStream engine's batch times. `metadata` holds the query id, which stays
-the same across restarts on one checkpoint. Read on the driver, through a FileSystem.
+the same across restarts on one checkpoint. Read on the driver, through a FileSystem, and
+by `checkpoint inspect` (tools/structured_inspect.py), without a JVM.
 """
 
 from __future__ import annotations
