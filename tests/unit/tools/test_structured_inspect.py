@@ -1,6 +1,7 @@
 """`checkpoint inspect` on a Structured Streaming checkpoint built with Spark's file formats.
 
-The formats are those `run --engine structured` leaves (PySpark 4.3, RocksDB state):
+The formats are copied from a checkpoint `run --engine structured` left (PySpark 4.3.0,
+RocksDB state; tests/integration/test_checkpoint_tools.py inspects such a real one):
 `metadata` `{"id":...}`; `offsets/<id>` a version line, the batch metadata, a line per
 source; `commits/<id>`; the file source's `sources/0/<id>` log; `state/0/<partition>/` with
 `<version>.zip` and `SSTs/`, `state/0/_metadata/v2/<id>` and `_stateSchema/`. No JVM.
@@ -25,13 +26,26 @@ from tests.unit.tools.test_checkpoint_inspect import build_checkpoint, make_meta
 
 QUERY_ID = "1341f9d1-5100-4426-876c-2754aeaca02b"
 T = 1_800_000_000_000  # batch 0's timestamp; one batch a second
+# The conf line of a real run's offsets/0 (PySpark 4.3.0), in Spark's key order.
 CONF = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.dropDuplicates.deterministicKeyOrder.enabled": "true",
+    "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion": "2",
     "spark.sql.streaming.stateStore.rocksdb.formatVersion": "5",
+    "spark.sql.streaming.queryEvolution.enableSourceEvolution": "false",
     "spark.sql.streaming.stateStore.encodingFormat": "unsaferow",
-    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.statefulOperator.useStrictDistribution": "true",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "2",
     "spark.sql.streaming.multipleWatermarkPolicy": "min",
+    "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
+    "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled": "true",
+    "spark.sql.streaming.aggregation.stateFormatVersion": "2",
+    "spark.sql.function.protobufExtensions.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.join.stateFormatVersion": "2",
+    "spark.sql.streaming.stateStore.compression.codec": "lz4",
+    "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan": "false",
 }  # fmt: skip
 OPERATOR_PROPERTIES = {
     "timeMode": "NoTime",
@@ -64,8 +78,8 @@ def operator_metadata(root: Path) -> str:
     record = {
         "operatorInfo": {"operatorId": 0, "operatorName": "transformWithStateInPySparkExec"},
         "stateStoreInfo": [{"storeName": "default", "numColsPrefixKey": 0, "numPartitions": 2,
-                            "stateSchemaFilePath": f"file:{root}/state/0/_stateSchema/default/"
-                                                   "0_2e8e6b52-e3c3-4184-b8ef-8d391b75d751"}],
+                            "stateSchemaFilePaths": [f"file:{root}/state/0/_stateSchema/default/"
+                                                     "0_2e8e6b52-e3c3-4184-b8ef-8d391b75d751"]}],
         "operatorPropertiesJson": json.dumps(OPERATOR_PROPERTIES, separators=(",", ":")),
     }  # fmt: skip
     return "v2\n" + json.dumps(record, separators=(",", ":"))
@@ -88,6 +102,7 @@ def build_structured(root: Path, planned: int = 4, committed: int = 3) -> Path:
             _write(state / str(partition) / f"{version}.zip", b"z" * 100)
             _write(state / str(partition) / f".{version}.zip.crc", b"c")
         _write(state / str(partition) / "SSTs" / "000008-9b6e23ce.sst", b"s" * 1000)
+        (state / str(partition) / "_metadata").mkdir()  # empty, as Spark leaves it
     return root
 
 
