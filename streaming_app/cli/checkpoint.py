@@ -18,6 +18,8 @@ from streaming_app.sources.kafka.offsets import TopicPartition
 from streaming_app.tools.checkpoint_clean import apply_plan, plan_clean
 from streaming_app.tools.checkpoint_inspect import ensure_checkpoint_dir, inspect_checkpoint
 from streaming_app.tools.checkpoint_text import render_clean, render_inspect
+from streaming_app.tools.structured_inspect import inspect_structured, is_structured
+from streaming_app.tools.structured_text import render_structured
 
 # An unreachable broker (or one that black-holes packets) must not stall `inspect`.
 LAG_TIMEOUT_SECONDS = 10.0
@@ -105,25 +107,36 @@ def checkpoint() -> None:
 )
 @_NO_VERIFY
 def inspect(directory: str, as_json: bool, bootstrap_servers: str | None, no_verify: bool) -> None:
-    """Report what a checkpoint directory holds.
+    """Report what a checkpoint directory holds, for either engine.
 
-    Spark's checkpoint files (and whether Spark can read them), metadata, offset and
-    input-files logs, snapshots, RDD folders, sizes and Kafka lag. The JSON keys are
-    listed in streaming_app/inspect_checkpoint.py.
+    DStream engine: Spark's checkpoint files (and whether Spark can read them), metadata,
+    offset and input-files logs, snapshots, RDD folders, sizes and Kafka lag. Structured
+    engine (no JVM; --no-verify and --bootstrap-servers do not apply): the query id, the
+    offsets and commits logs with the batches planned but not committed, the source logs,
+    the state operators and partitions, sizes. The JSON keys are listed in
+    streaming_app/tools/checkpoint_inspect.py and structured_inspect.py.
     """
     _setup_logging()
     fs = LocalCheckpointFs()
     try:
         path = local_dir(directory)
-        ensure_checkpoint_dir(fs, path)  # before a JVM starts: a wrong path fails fast
-        report = inspect_checkpoint(
-            fs, path, _probe(no_verify), bootstrap_servers, broker_latest_offsets
-        )
+        if is_structured(fs, path):
+            report = inspect_structured(fs, path)
+        else:
+            ensure_checkpoint_dir(fs, path)  # before a JVM starts: a wrong path fails fast
+            report = inspect_checkpoint(
+                fs, path, _probe(no_verify), bootstrap_servers, broker_latest_offsets
+            )
     except StreamingAppError as error:
         fail(error)
     except OSError as exc:
         fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
-    click.echo(json.dumps(report, indent=2) if as_json else render_inspect(report))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    elif report["engine"] == "structured":
+        click.echo(render_structured(report))
+    else:
+        click.echo(render_inspect(report))
 
 
 @checkpoint.command("clean")

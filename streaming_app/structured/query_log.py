@@ -1,15 +1,18 @@
-"""The query's own checkpoint files the sinks read: batch timestamps and the query id.
+"""The query's own checkpoint files: offsets log entries, batch ids, the query id.
 
 Spark writes `offsets/<batch_id>` before it runs a micro-batch (a version line, then a JSON
 line with `batchTimestampMs`, then the sources' offsets) and keeps it for a replay, so a
 batch's timestamp is the same on every run of it: the sinks name their output by it, in
 epoch ms like the DStream engine's batch times. `metadata` holds the query id, which stays
-the same across restarts on one checkpoint. Read on the driver, through a FileSystem.
+the same across restarts on one checkpoint. Read on the driver, through a FileSystem, and
+by `checkpoint inspect` (tools/structured_inspect.py), without a JVM.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
@@ -19,12 +22,32 @@ COMMITS = "commits"
 METADATA = "metadata"
 
 
-def parse_batch_timestamp(data: bytes) -> int:
-    """`batchTimestampMs` of an offsets log entry; ValueError if it is not one."""
+@dataclass(frozen=True)
+class OffsetsEntry:
+    """One `offsets/<batch_id>` entry: the micro-batch's metadata and its sources' offsets."""
+
+    version: str  # `v1`
+    metadata: dict[str, Any]  # batchWatermarkMs, batchTimestampMs, conf
+    # One per source, in the query's source order: the offset's JSON, None for `-` (no
+    # offset yet, Spark's mark for a source that had nothing).
+    sources: tuple[Any, ...]
+
+
+def parse_offsets_entry(data: bytes) -> OffsetsEntry:
+    """An offsets log entry (`v1`, the metadata JSON, a line per source); ValueError if not one."""
     lines = data.decode("utf-8").splitlines()
     if len(lines) < 2 or not lines[0].startswith("v"):
         raise ValueError("not an offsets log entry")
-    found = json.loads(lines[1]).get("batchTimestampMs")
+    metadata = json.loads(lines[1])
+    if not isinstance(metadata, dict):
+        raise ValueError("its metadata line is not a JSON object")
+    sources = tuple(None if line == "-" else json.loads(line) for line in lines[2:])
+    return OffsetsEntry(lines[0], metadata, sources)
+
+
+def parse_batch_timestamp(data: bytes) -> int:
+    """`batchTimestampMs` of an offsets log entry; ValueError if it is not one."""
+    found = parse_offsets_entry(data).metadata.get("batchTimestampMs")
     if type(found) is not int:
         raise ValueError("no batchTimestampMs")
     return found
@@ -53,7 +76,12 @@ def query_id(fs: FileSystem, checkpoint_dir: str) -> str:
     return found
 
 
+def batch_ids(fs: FileSystem, directory: str) -> list[int]:
+    """The batch ids logged in `offsets/` or `commits/`, in order (temp and .crc files aside)."""
+    return sorted(int(name) for name in fs.list_names(directory) if name.isdigit())
+
+
 def last_batch(fs: FileSystem, directory: str) -> int | None:
     """The highest batch id logged in `offsets/` or `commits/`, None if none is."""
-    ids = [int(name) for name in fs.list_names(directory) if name.isdigit()]
-    return max(ids) if ids else None
+    ids = batch_ids(fs, directory)
+    return ids[-1] if ids else None

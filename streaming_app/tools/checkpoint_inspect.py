@@ -3,7 +3,9 @@
 The report's keys are stable (`checkpoint inspect --json` prints it). Times are epoch
 milliseconds (`*_ms`) with a UTC rendering (`*_utc`), sizes bytes (`*_bytes`):
 
-- `checkpoint_dir`; `verified`: whether Spark itself tried to read the checkpoint files.
+- `checkpoint_dir`; `engine`: `dstream` (a Structured Streaming checkpoint's report, with
+  `engine` `structured`, is in tools/structured_inspect.py); `verified`: whether Spark
+  itself tried to read the checkpoint files.
 - `spark_files`: Spark's `checkpoint-<ms>[.bk]` files, newest first, each with `name`,
   `batch_time_ms`, `batch_time_utc`, `backup`, `size_bytes`, `readable` (true, false, or
   null when not verified), `checkpoint_time_ms` (the batch time inside, which may be
@@ -132,6 +134,7 @@ def inspect_checkpoint(
     metadata, metadata_section = _metadata(fs, checkpoint_dir)
     report: dict[str, Any] = {
         "checkpoint_dir": checkpoint_dir,
+        "engine": "dstream",
         "verified": probe.verifies,
         "spark_files": [_file_entry(f, checks[f.name], present) for f in files],
         "latest_checkpoint": _latest(files, checks),
@@ -141,8 +144,8 @@ def inspect_checkpoint(
         "metadata": metadata_section,
         "offsets": _offsets(fs, checkpoint_dir),
         "input_files": _input_files(fs, checkpoint_dir),
-        "snapshots": _snapshots(fs, checkpoint_dir, metadata),
-        "sizes": _sizes(fs, checkpoint_dir),
+        "snapshots": snapshots_section(fs, checkpoint_dir, metadata),
+        "sizes": sizes_section(fs, checkpoint_dir),
         "rdd_folders": _folders(folders, list(checks.values())),
         "kafka_lag": _lag(fs, checkpoint_dir, metadata, bootstrap_servers, latest_offsets),
     }
@@ -229,9 +232,10 @@ def _input_files(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any] | None
     return {"entries": len(times), "tail": tail}
 
 
-def _snapshots(
+def snapshots_section(
     fs: CheckpointFs, checkpoint_dir: str, metadata: CheckpointMetadata | None
 ) -> dict[str, Any]:
+    """The `snapshots` section: where they are, how many, the newest one's facts."""
     directory = snapshot_dir_of(fs, checkpoint_dir, metadata)
     section: dict[str, Any] = {"directory": directory, "count": 0, "latest": None}
     if directory is None:
@@ -251,7 +255,8 @@ def _snapshots(
     return section
 
 
-def _sizes(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any]:
+def sizes_section(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any]:
+    """The `sizes` section: bytes per top-level entry, and in all."""
     names = sorted(fs.list_names(checkpoint_dir))
     entries = {name: fs.size(join(checkpoint_dir, name)) for name in names}
     return {"entries": entries, "total_bytes": sum(entries.values())}

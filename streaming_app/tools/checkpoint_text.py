@@ -75,9 +75,9 @@ def _clean_rows(plan: CleanPlan, base: str) -> list[list[str]]:
 
 def render_inspect(report: dict[str, Any]) -> str:
     """The inspect report for people: aligned sections to scan."""
-    lines = [f"Checkpoint {report['checkpoint_dir']}"]
-    for section in (_spark_files, _metadata, _offsets, _input_files, _snapshots, _rdds, _sizes,
-                    _lag):  # fmt: skip
+    lines = [f"Checkpoint {report['checkpoint_dir']}", "Engine: dstream"]
+    for section in (_spark_files, _metadata, _offsets, _input_files, snapshots_lines, _rdds,
+                    sizes_lines, _lag):  # fmt: skip
         lines += ["", *section(report)]
     if report["notes"]:
         lines += ["", "Notes", *(f"  - {note}" for note in report["notes"])]
@@ -180,7 +180,8 @@ def _input_files(report: dict[str, Any]) -> list[str]:
     return lines + (table(["BATCH", "UTC", "FILES"], rows) if rows else [])
 
 
-def _snapshots(report: dict[str, Any]) -> list[str]:
+def snapshots_lines(report: dict[str, Any]) -> list[str]:
+    """The report's `snapshots` section as text."""
     section = report["snapshots"]
     if section["directory"] is None:
         return ["Snapshots: none"]
@@ -219,7 +220,8 @@ def _rdds(report: dict[str, Any]) -> list[str]:
     return lines + (table(["FOLDER", "SIZE", "CONTENT"], rows)[1:] if rows else [])
 
 
-def _sizes(report: dict[str, Any]) -> list[str]:
+def sizes_lines(report: dict[str, Any]) -> list[str]:
+    """The report's `sizes` section as text (checkpoint-* files and hidden files grouped)."""
     entries = report["sizes"]["entries"]
     grouped: dict[str, list[int]] = {}
     for name, size in entries.items():

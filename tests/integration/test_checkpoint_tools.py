@@ -145,3 +145,37 @@ def wait_for_state_checkpoint(checkpoint: Path, known: set[str], app: App) -> No
             raise AssertionError(f"app exited {app.proc.returncode}:\n{app.log()[-4000:]}")
         time.sleep(0.5)
     raise AssertionError("no state checkpoint from the third run:\n" + app.log()[-4000:])
+
+
+@pytest.mark.timeout(120)
+def test_inspect_a_structured_checkpoint(dirs: dict[str, Path], start_app: Any) -> None:
+    """A few micro-batches of `run --engine structured`, stopped; inspect needs no JVM."""
+    from tests.integration.test_structured_engine import STARTED, WRITTEN, structured_args
+
+    rng, texts = random.Random(4), []
+    app = start_app(*structured_args(dirs, "--spark-conf", "spark.sql.shuffle.partitions=2"))
+    app.wait_for_log(STARTED)
+    for i in range(3):
+        texts.append(make_text(rng, 20))
+        drop_file(dirs["input"], f"s{i}.txt", texts[-1].encode())
+        wait_for_totals(dirs["output"], truth(texts), app)
+    assert app.terminate() == 0
+    written = max(int(b) for b in re.findall(WRITTEN, app.log()))
+
+    started = time.monotonic()
+    report = inspect_json(dirs["checkpoint"])
+    assert time.monotonic() - started < 15  # no JVM: a few file reads
+    assert report["engine"] == "structured" and report["query"]["status"] == "ok"
+    batches = report["batches"]
+    assert batches["last_committed"] == batches["last_planned"] == written
+    assert batches["pending"] == [] and batches["conf"]["spark.sql.shuffle.partitions"] == "2"
+    assert report["sources"][0]["last_batch_id"] == written
+    [operator] = report["state"]["operators"]
+    assert operator["operator_id"] == 0 and operator["partitions"] == 2
+    assert "total" in operator["state_variables"], operator
+    assert operator["latest_version"] == written + 1 and operator["size_bytes"] > 0
+    text = tool("inspect", str(dirs["checkpoint"]))
+    assert text.returncode == 0, text.stderr
+    assert "Engine: structured (Structured Streaming query id " in text.stdout
+    assert f"last planned: {written}; last committed: {written}" in text.stdout
+    assert "planned but not committed: none" in text.stdout

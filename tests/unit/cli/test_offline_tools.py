@@ -80,3 +80,13 @@ def test_checkpoint_tools_without_verification_import_no_spark_and_no_driver(
     result = run_offline("checkpoint", *command, "--no-verify", str(checkpoint_dir))
     assert result["exit_code"] == 0, result["output"]
     assert result["pyspark"] == [] and result["driver"] == []
+
+
+def test_inspecting_a_structured_checkpoint_imports_no_spark_even_verified(tmp_path: Path) -> None:
+    from tests.unit.tools.test_structured_inspect import build_structured
+
+    ckpt = build_structured(tmp_path / "sckpt")
+    result = run_offline("checkpoint", "inspect", str(ckpt))  # no --no-verify: no JVM anyway
+    assert result["exit_code"] == 0, result["output"]
+    assert "Engine: structured" in str(result["output"])
+    assert result["pyspark"] == [] and result["driver"] == []

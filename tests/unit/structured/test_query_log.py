@@ -9,9 +9,11 @@ import pytest
 from streaming_app.common.fs import LocalFs
 from streaming_app.errors import CheckpointError
 from streaming_app.structured.query_log import (
+    batch_ids,
     batch_timestamp,
     last_batch,
     parse_batch_timestamp,
+    parse_offsets_entry,
     query_id,
 )
 
@@ -53,3 +55,21 @@ def test_the_last_batch_is_the_highest_logged_id(tmp_path: Path) -> None:
     for name in ("0", "1", "10", ".10.crc", "9"):
         (tmp_path / "commits" / name).write_text("v1\n")
     assert last_batch(LocalFs(), str(tmp_path / "commits")) == 10
+
+
+def test_an_offsets_entry_has_its_metadata_and_a_line_per_source() -> None:
+    entry = parse_offsets_entry(ENTRY.encode())
+    assert entry.version == "v1"
+    assert entry.metadata["conf"] == {"spark.sql.shuffle.partitions": "2"}
+    assert entry.sources == ({"logOffset": 3},)
+    # `-`: a source without an offset yet.
+    assert parse_offsets_entry((ENTRY + "\n-").encode()).sources == ({"logOffset": 3}, None)
+    with pytest.raises(ValueError):
+        parse_offsets_entry(b"v1\n[]")
+
+
+def test_batch_ids_are_in_order(tmp_path: Path) -> None:
+    (tmp_path / "offsets").mkdir()
+    for name in ("10", "2", ".2.crc", ".3.9a8b.tmp", "1"):
+        (tmp_path / "offsets" / name).write_text("v1\n")
+    assert batch_ids(LocalFs(), str(tmp_path / "offsets")) == [1, 2, 10]
