@@ -96,18 +96,31 @@ class KafkaStreamReader(DataSourceStreamReader):
         # Cheap: Spark builds one in the planner worker and one to ship to executors.
         self.settings = settings
         self._broker: Broker | None = None
+        self._initial: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "_broker": None}  # a client does not pickle
+        return {
+            "settings": self.settings,
+            "_broker": None,
+            "_initial": None,
+        }  # a client does not pickle
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
-        """Where a new query starts: starting_offsets applied to the broker's offsets."""
+        """Where a new query starts: starting_offsets applied to the broker's offsets.
+
+        Spark asks again at every trigger until the first micro-batch is logged: the
+        first answer is kept, or starting_offsets=latest would skip what arrives between
+        two triggers. (A restart before the first micro-batch asks the broker anew.)
+        """
+        if self._initial is not None:
+            return self._initial
         settings = self.settings
         want_committed = settings.starting_offsets == "committed"
         broker = self._ask("reading offsets", lambda b: self._offsets(b, want_committed))
         planned = initial_positions(broker, settings.starting_offsets, settings.on_out_of_range)
         self._report("initial offsets", planned)
-        return to_json(planned.positions)
+        self._initial = to_json(planned.positions)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         return read_limit(self.settings.max_per_partition)
