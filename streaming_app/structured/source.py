@@ -6,6 +6,9 @@ Driver side: Spark's own file and socket sources read the lines on the executors
   once. Unlike the DStream engine, the files present when a new query starts are read too
   (in its first micro-batch): Spark's file source cannot skip them.
 - socket: Spark's socket source, for demos; like the DStream one it cannot replay.
+- kafka: our Python streaming data source on kafka-python (kafka_source.py). Spark logs
+  each micro-batch's end offsets in the query's `offsets/` log, so a restart reads each
+  record exactly once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def lines_of(spark: SparkSession, config: AppConfig) -> DataFrame:
     """The configured source's lines: files moved into input_dir, or a TCP socket."""
+    if config.source == "kafka":
+        return _kafka_lines(spark, config)
     if config.source == "files":
         assert config.input_dir is not None
         log.info("source: files in %s (exactly-once across driver crashes)", config.input_dir)
@@ -38,3 +43,20 @@ def lines_of(spark: SparkSession, config: AppConfig) -> DataFrame:
         .option("port", config.port)
         .load()
     )
+
+
+def _kafka_lines(spark: SparkSession, config: AppConfig) -> DataFrame:
+    from streaming_app.structured.kafka_options import KafkaReadSettings
+    from streaming_app.structured.kafka_source import NAME, KafkaDataSource
+
+    settings = KafkaReadSettings.from_config(config)
+    log.info(
+        "source: kafka topics=%s bootstrap_servers=%s starting_offsets=%s "
+        "max_records_per_partition_per_batch=%s (exactly-once across driver crashes)",
+        ",".join(settings.topics),
+        settings.connection.bootstrap_servers,
+        settings.starting_offsets,
+        settings.max_per_partition or "unlimited",
+    )
+    spark.dataSource.register(KafkaDataSource)
+    return spark.readStream.format(NAME).options(**settings.to_options()).load()

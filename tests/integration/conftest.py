@@ -42,8 +42,8 @@ def start_app(tmp_path: Path) -> Iterator[object]:
     """Start `streaming-app run ARGS`; every app started is killed at the end of the test."""
     started: list[App] = []
 
-    def start(*args: str) -> App:
-        app = App(list(args), tmp_path, f"run{len(started) + 1}")
+    def start(*args: str, env: dict[str, str] | None = None) -> App:
+        app = App(list(args), tmp_path, f"run{len(started) + 1}", env=env)
         started.append(app)
         return app
 

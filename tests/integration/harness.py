@@ -73,11 +73,20 @@ SCHEDULING_DELAY = re.compile(r"\bscheduling_delay=(\d+\.\d+)s")
 class App:
     """One `streaming-app run` (or COMMAND) process in its own session (kill -9 takes its JVM)."""
 
-    def __init__(self, args: list[str], workdir: Path, name: str, command: str = "run") -> None:
+    def __init__(
+        self,
+        args: list[str],
+        workdir: Path,
+        name: str,
+        command: str = "run",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log_path = workdir / f"{name}.log"
         self.out_path = workdir / f"{name}.out"
+        extra = env or {}  # the test's own settings (STREAMING_APP_* included)
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
         env = {k: v for k, v in env.items() if not k.startswith("STREAMING_APP_")}
+        env.update(extra)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
         self._out = open(self.out_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
