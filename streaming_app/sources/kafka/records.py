@@ -175,5 +175,8 @@ class LeanPartitionRecords(Fetcher.PartitionRecords):  # type: ignore[misc]
 
 def make_lean(consumer: Any) -> Any:
     """`consumer`, its fetcher now yielding `(offset, value)` pairs instead of records."""
+    if consumer.config.get("isolation_level", "read_uncommitted") != "read_uncommitted":
+        # Reading committed filters aborted transactions, which the lean path does not.
+        raise ValueError("lean record decoding reads uncommitted only")
     consumer._fetcher.PartitionRecords = LeanPartitionRecords
     return consumer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from streaming_app.sources.kafka.records import LeanPartitionRecords, batch_records
+from streaming_app.sources.kafka.records import LeanPartitionRecords, batch_records, make_lean
 
 TP = TopicPartition("t", 0)
 NONE, GZIP = 0, 1
@@ -124,3 +125,15 @@ def test_batch_records_refuses_lengths_that_do_not_add_up() -> None:
         batch_records(data + b"\x00", header, 1, 0)  # a byte after the last record
     with pytest.raises(CorruptRecordError):
         batch_records(data[:-2], header, 1, 0)  # the record runs past the batch
+
+
+def test_make_lean_swaps_the_fetchers_records_and_refuses_read_committed() -> None:
+    consumer = SimpleNamespace(
+        config={"isolation_level": "read_uncommitted"}, _fetcher=SimpleNamespace()
+    )
+    assert make_lean(consumer)._fetcher.PartitionRecords is LeanPartitionRecords
+    committed = SimpleNamespace(
+        config={"isolation_level": "read_committed"}, _fetcher=SimpleNamespace()
+    )
+    with pytest.raises(ValueError, match="uncommitted"):
+        make_lean(committed)
