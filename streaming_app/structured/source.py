@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from streaming_app.settings.schema import AppConfig
+from streaming_app.sources.kafka.settings import source_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,13 +51,6 @@ def _kafka_lines(spark: SparkSession, config: AppConfig) -> DataFrame:
     from streaming_app.structured.kafka_source import NAME, KafkaDataSource
 
     settings = KafkaReadSettings.from_config(config)
-    log.info(
-        "source: kafka topics=%s bootstrap_servers=%s starting_offsets=%s "
-        "max_records_per_partition_per_batch=%s (exactly-once across driver crashes)",
-        ",".join(settings.topics),
-        settings.connection.bootstrap_servers,
-        settings.starting_offsets,
-        settings.max_per_partition or "unlimited",
-    )
+    log.info("%s", source_line(settings))
     spark.dataSource.register(KafkaDataSource)
     return spark.readStream.format(NAME).options(**settings.to_options()).load()

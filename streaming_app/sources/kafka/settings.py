@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.offsets import (
@@ -46,3 +46,27 @@ class KafkaSettings:
             connection=KafkaConnection.from_config(config).without_secrets(),
             window_ms=config.window_ms or 0,
         )
+
+
+class DescribedSource(Protocol):
+    """What the start-up line names: either engine's Kafka settings."""
+
+    @property
+    def topics(self) -> tuple[str, ...]: ...
+    @property
+    def starting_offsets(self) -> str: ...
+    @property
+    def max_per_partition(self) -> int: ...
+    @property
+    def connection(self) -> KafkaConnection: ...
+
+
+def source_line(settings: DescribedSource) -> str:
+    """The Kafka source's line in the start-up log, the same for both engines."""
+    return (
+        f"source: kafka topics={','.join(settings.topics)} "
+        f"bootstrap_servers={settings.connection.bootstrap_servers} "
+        f"starting_offsets={settings.starting_offsets} "
+        f"max_records_per_partition_per_batch={settings.max_per_partition or 'unlimited'} "
+        "(exactly-once across driver crashes)"
+    )

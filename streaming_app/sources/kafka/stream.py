@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from streaming_app.common.fs import join
 from streaming_app.sources.kafka.planner import discard_orphaned_logs, plan_batch
-from streaming_app.sources.kafka.settings import KafkaSettings
+from streaming_app.sources.kafka.settings import KafkaSettings, source_line
 
 if TYPE_CHECKING:
     from pyspark.streaming import DStream, StreamingContext
@@ -35,14 +35,7 @@ def kafka_lines(ssc: StreamingContext, config: AppConfig) -> DStream[str]:
     discard_orphaned_logs(fs, config.checkpoint_dir)
     tick_dir = join(config.checkpoint_dir, TICK_DIR)
     fs.mkdirs(tick_dir)
-    log.info(
-        "source: kafka topics=%s bootstrap_servers=%s starting_offsets=%s "
-        "max_records_per_partition_per_batch=%s (exactly-once across driver crashes)",
-        ",".join(settings.topics),
-        settings.connection.bootstrap_servers,
-        settings.starting_offsets,
-        settings.max_per_partition or "unlimited",
-    )
+    log.info("%s", source_line(settings))
     tick = ssc.textFileStream(tick_dir)
     # The lambda captures only the frozen settings, so it pickles into the checkpoint.
     return tick.transform(lambda t, rdd: plan_batch(t, rdd, settings))

@@ -169,3 +169,16 @@ def test_the_reader_pickles_without_a_client() -> None:
     reader._broker = object()  # type: ignore[assignment]
     copy = pickle.loads(pickle.dumps(reader))
     assert copy.settings == reader.settings and copy._broker is None
+
+
+def test_both_engines_describe_the_kafka_source_in_the_same_line() -> None:
+    from streaming_app.sources.kafka.settings import KafkaSettings, source_line
+
+    config = load_config(
+        None,
+        cli={"source": "kafka", "topics": "t,u", "batch_interval": "2"},
+        env={"STREAMING_APP_MAX_RATE_PER_PARTITION": "40"},
+    )
+    line = source_line(KafkaReadSettings.from_config(config))
+    assert line == source_line(KafkaSettings.from_config(config))
+    assert "topics=t,u " in line and "max_records_per_partition_per_batch=80 " in line
