@@ -139,6 +139,10 @@ def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
              "last_scheduling_delay_s": 0.0, "worker_processes": [3, 3],
              "trend": {f: trend for f in ("driver_kb", "jvm_kb", "workers_kb")}}  # fmt: skip
     text = "\n".join(memory_run_report(found))
+    assert "heap after a full GC" not in text.split("\n", 2)[2]  # a run without heap samples
+    found["trend"]["heap_kb"] = {**trend, "start_mib": 200}
+    text = "\n".join(memory_run_report(found))
+    assert "| JVM heap after a full GC (used) | 200 MiB | 310 MiB |" in text
     assert "`python bench/memory_run.py --minutes 30`" in text and "5,000 lines/s" in text
     assert (
         "| driver (Python, resident) | 300 MiB | 310 MiB | 330 MiB | -1.5 MiB/h | +0.0 MiB/h |"
