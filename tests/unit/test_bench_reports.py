@@ -95,6 +95,13 @@ def test_the_exact_headline_names_the_sinks_and_the_batch_size() -> None:
     # The exact sizes come first, the console alone last; a missing kind is a dash.
     assert text.index("| files + console | 20,000") < text.index("| console alone | 60,000")
     assert "| 1.5 s | — | 1.6 s |" in text
+    assert "Counters merged" not in text  # a run from before the two-process ceiling
+    found |= {"two_process_words_per_s": 900_000, "two_process_s": 2.22}
+    text = "\n".join(exact_report(found))
+    assert (
+        "(what the cores give plain Python, without Spark) | 900,000 | 1.8 | "
+        "median of 5 runs: 2.22 s for 200,000 lines |" in text
+    )
 
 
 def _cost_row(keys: int, variant: str, side: str, idle: float) -> dict[str, Any]:
