@@ -1,19 +1,25 @@
 """`run --engine structured --sink postgres` with real Spark and a real PostgreSQL: exact
 totals while files keep arriving, across kill -9 of the driver's process group (twice) and
 restarts; the progress row names the last micro-batch; a micro-batch PostgreSQL has but
-Spark did not commit is replayed and skipped; the keyed sum exact in a numeric column."""
+Spark did not commit is replayed and skipped; a table another run wrote meanwhile stops the
+run; no password of the DSN in the checkpoint or the logs; the keyed sum exact in a
+numeric column."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_progress, read_totals
@@ -21,10 +27,11 @@ from streaming_app.structured.query_log import parse_batch_timestamp
 from tests.integration.harness import App, drop_file, make_text, truth
 from tests.integration.pg_helpers import postgres_config
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 STARTED = r"Started new query id=\S+ on checkpoint"
 RECOVERED = r"Recovered query id=\S+ from checkpoint .*: micro-batches up to \S+ committed"
+SECRET = "pg-pw-9c41e7"
 SKIPPED = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed, postgres: already written"
 
 
@@ -61,6 +68,14 @@ class Feeder(threading.Thread):
         self.join(timeout=30)
         assert not self.is_alive()
         return self.texts
+
+
+def with_unchecked_password(dsn: str) -> str:
+    """The DSN with a password if it has none: the local test server (trust) ignores it,
+    so a test can look for it in the checkpoint and the logs."""
+    if conninfo_to_dict(dsn).get("password"):
+        return dsn
+    return make_conninfo(dsn, password=SECRET)
 
 
 def progress_of(dsn: str, table: str) -> dict[str, Any] | None:
@@ -109,10 +124,10 @@ def last_committed(checkpoint: Path) -> int:
 
 
 def test_exact_while_files_arrive_across_kill_9_and_restarts(
-    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, tmp_path: Path
 ) -> None:
     table = f"{pg_schema}.word_totals"
-    args = structured_pg_args(dirs, pg_dsn, table)
+    args = structured_pg_args(dirs, with_unchecked_password(pg_dsn), table)
     rng = random.Random(31)
     drop_file(dirs["input"], "before-start.txt", make_text(rng, 20).encode())
     feeder = Feeder(dirs["input"], rng, pause=0.4)
@@ -165,6 +180,28 @@ def test_exact_while_files_arrive_across_kill_9_and_restarts(
     assert replay.terminate() == 0
     progress = read_progress(pg_dsn, table)
     assert progress is not None and progress["source_position"]["batch_id"] == last + 1
+
+    # The table written by another run meanwhile: the next micro-batch has only its
+    # changes, not every total, and stops the run with one line (the table untouched).
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET source_position = %s::jsonb").format(
+                sql.Identifier(pg_schema, "word_totals_progress")
+            ),
+            ['{"context": "another-run"}'],
+        )
+    drop_file(dirs["input"], "after-another-run.txt", make_text(rng, 20).encode())
+    refused = start_app(*args)
+    assert refused.wait(timeout=240) == 1
+    assert re.search(
+        rf"Error: postgres sink: micro-batch {last + 2} of query {query} needs every total, "
+        rf"but table {table} holds the totals of another run",
+        refused.log(),
+    ), refused.log()[-4000:]
+    assert read_totals(pg_dsn, table) == truth(texts)
+    for path in [*dirs["checkpoint"].rglob("*"), *tmp_path.glob("run*.*")]:
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
 
 
 HEADER = "region,amount"
