@@ -25,6 +25,7 @@ from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_progress, read_totals
 from streaming_app.structured.query_log import parse_batch_timestamp
 from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
 from tests.integration.pg_helpers import postgres_config
 
 pytestmark = pytest.mark.timeout(900)
@@ -36,7 +37,8 @@ SKIPPED = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed, postgres: alre
 
 
 def structured_pg_args(dirs: dict[str, Path], dsn: str, table: str, *extra: str) -> list[str]:
-    """A files-source run of the structured engine with the postgres sink only."""
+    """A run of the structured engine with the postgres sink only (the files source unless
+    `extra` says otherwise)."""
     config = postgres_config(dirs["checkpoint"].parent, dsn)  # the DSN never on a command line
     return [
         "--engine", "structured", "--config", str(config),
@@ -222,3 +224,24 @@ def test_keyed_sum_exact_in_a_numeric_column(
     expected = {"eu": Decimal("123456789012345678.300000000001"), "us": Decimal("9.5")}
     wait_for_pg_totals(pg_dsn, table, expected, app)
     assert app.terminate() == 0
+
+
+def test_kafka_micro_batches_record_their_end_offsets(
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, kafka_bootstrap: str
+) -> None:
+    topic = fresh_topic("sspg")
+    table = f"{pg_schema}.word_totals"
+    sent = make_text(random.Random(37), 200).splitlines()
+    send(kafka_bootstrap, topic, sent, partitions=3)
+    kafka = ["--source", "kafka", "--bootstrap-servers", kafka_bootstrap, "--topics", topic]
+    app = start_app(*structured_pg_args(dirs, pg_dsn, table, *kafka, "--batch-interval", "2"))
+    app.wait_for_log(STARTED)
+    wait_for_pg_totals(pg_dsn, table, truth(sent), app)
+    assert app.terminate() == 0
+    progress = read_progress(pg_dsn, table)
+    assert progress is not None
+    ends = end_offsets(kafka_bootstrap, topic)
+    assert len(ends) == 3
+    # Spark's offsets log and the row agree, in the DStream engine's form.
+    assert progress["source_position"]["kafka"] == [[topic, p, ends[p]] for p in sorted(ends)]
+    assert progress["source_position"]["batch_id"] == last_committed(dirs["checkpoint"])
