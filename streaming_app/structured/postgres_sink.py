@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.errors import SinkError
+from streaming_app.errors import CheckpointError, SinkError
 from streaming_app.structured.kafka_offsets import from_json
 
 if TYPE_CHECKING:
@@ -102,8 +102,11 @@ def write_postgres(
     """
     from streaming_app.sinks.postgres.stream import writer_for
 
+    try:
+        position = micro_batch_position(context, batch_id, config.source, offset)
+    except ValueError as exc:  # an edited offsets log: Spark read it, but we cannot
+        raise CheckpointError(f"offsets log entry of micro-batch {batch_id}: {exc}") from None
     writer = writer_for(config.postgres_table, config.job == "keyed-sum")
-    position = micro_batch_position(context, batch_id, config.source, offset)
     plan = plan_micro_batch(writer.table, context, batch_id)
     if writer.write_batch(batch_ms, changes, position, plan=plan):
         return "written"
