@@ -64,8 +64,6 @@ def require_extra(installed: dict[str, str | None] | None = None) -> None:
 def unsupported(config: AppConfig) -> list[str]:
     """The settings this slice of the structured engine does not run yet (docs/structured.md)."""
     found = []
-    if "postgres" in config.sinks:
-        found.append("the postgres sink (files and console only)")
     if config.window is not None:
         found.append("window")
     if config.restore_from_snapshot:

@@ -64,6 +64,11 @@ def run(config: AppConfig) -> int:
 
     stop = StopRequest()
     stop.install()
+    if "postgres" in config.sinks:
+        from streaming_app.sinks.postgres.stream import configure_postgres
+
+        # The DStream sink's writer, with today's DSN: in this process's memory only.
+        configure_postgres(config.postgres_dsn, stop.event)
     try:
         with jvm_ignoring_sigterm(), stop.through_start():
             spark = build_session(config)
