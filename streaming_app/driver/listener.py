@@ -115,4 +115,5 @@ class LoggingListener(StreamingListener):
             total_delay_ms=known(int(info.totalDelay())),
             kafka_lag=lag,
             completed_ms=now_ms(),
+            engine="dstream",
         )
