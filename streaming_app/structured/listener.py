@@ -2,7 +2,7 @@
 
 Driver side: Spark calls `onQueryProgress` (through Py4J, on its listener thread) after
 each micro-batch; progress.py turns the event into the metrics record, which the DStream
-engine's recorder (driver/metrics.py) logs as the progress line, watches and appends to
+engine's recorder (common/metrics_recorder.py) logs as the progress line, watches and appends to
 `metrics_file`. Idle triggers (no new input) run no micro-batch and write nothing.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming_app.common.fs import FileSystem
-from streaming_app.driver.metrics import MetricsRecorder, now_ms
+from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
 from streaming_app.errors import CheckpointError
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.progress import Trigger, batch_metrics, trigger_of
