@@ -33,7 +33,6 @@ from streaming_app.recovery.metadata import (
 )
 from streaming_app.settings.schema import AppConfig, is_local_path
 from streaming_app.structured.query_log import (
-    METADATA,
     OFFSETS,
     batch_ids,
     parse_offsets_entry,
@@ -136,10 +135,19 @@ def kept_partitions(fs: FileSystem, checkpoint_dir: str) -> int | None:
 def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int) -> None:
     """Check the checkpoint's record against this run; write it for a new checkpoint.
 
+    A checkpoint without a planned micro-batch gets this run's record whatever it held.
+
     session_partitions: the state partitions the session would give a new checkpoint.
     Raises CheckpointError (exit 3), writing nothing, if the run cannot use the checkpoint.
     """
     ckpt = config.checkpoint_dir
+    if not batch_ids(fs, join(ckpt, OFFSETS)):
+        # No micro-batch planned yet: nothing in the checkpoint depends on the settings (a
+        # first start stopped early, with a mistyped input_dir say). Record today's.
+        write_metadata(
+            fs, ckpt, structured_record(config, session_partitions), STRUCTURED_METADATA_FILE
+        )
+        return
     try:
         recorded = read_metadata(fs, ckpt, STRUCTURED_METADATA_FILE)
     except CheckpointError as exc:
@@ -147,20 +155,14 @@ def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int)
             f"{exc}; remove that file to record this run's settings instead, or move the "
             "checkpoint aside to start from zero"
         ) from None
-    if recorded is None:
-        names = fs.list_names(ckpt)
-        started = METADATA in names or bool(batch_ids(fs, join(ckpt, OFFSETS)))
-        partitions = kept_partitions(fs, ckpt) if started else None
-        recorded = structured_record(config, partitions or session_partitions)
-        if started:  # written before the guard: today's settings are all there is to go by
-            log.warning(
-                "checkpoint %s has no streaming_app record (written before the guard): "
-                "recording this run's settings",
-                ckpt,
-            )
+    if recorded is None:  # written before the guard: today's settings are all there is
+        log.warning(
+            "checkpoint %s has no streaming_app record (written before the guard): "
+            "recording this run's settings",
+            ckpt,
+        )
+        recorded = structured_record(config, kept_partitions(fs, ckpt) or session_partitions)
         write_metadata(fs, ckpt, recorded, STRUCTURED_METADATA_FILE)
-        if not started:
-            return
     kept = recorded.settings.get("state_partitions")
     asked = explicit_partitions(config)
     current = structured_record(config, asked if asked is not None else kept)

@@ -149,9 +149,19 @@ def test_another_spark_minor_version_is_refused(tmp_path: Path) -> None:
     guard_checkpoint(LocalFs(), config(ckpt), 2)  # a patch release passes
 
 
+def test_before_the_first_micro_batch_the_settings_may_still_change(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt, input_dir="/mistyped"), 2)
+    (ckpt / "metadata").write_text('{"id":"0f6c2a52-aaaa-bbbb-cccc-000000000000"}\n')
+    guard_checkpoint(LocalFs(), config(ckpt), 2)  # stopped before any micro-batch: fixed
+    record = read_metadata(LocalFs(), str(ckpt), STRUCTURED_METADATA_FILE)
+    assert record is not None and record.settings["input_dir"] == "/data/in"
+
+
 def test_an_unreadable_record_says_what_to_do(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
+    started(ckpt)
     (ckpt / STRUCTURED_METADATA_FILE).write_text("{not json")
     with pytest.raises(CheckpointError, match="remove that file"):
         guard_checkpoint(LocalFs(), config(ckpt), 2)
