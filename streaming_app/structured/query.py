@@ -16,6 +16,7 @@ from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
 from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
 from streaming_app.structured.pairs import pairs_of
 from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
@@ -47,6 +48,7 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
             f"{checkpoint} is a checkpoint of the DStream engine; run it with --engine "
             "dstream, or give --engine structured a new checkpoint_dir"
         )
+    guard_checkpoint(fs, config, int(spark.conf.get(SHUFFLE_PARTITIONS) or 0))
     planned = last_batch(fs, join(checkpoint, OFFSETS))
     committed = last_batch(fs, join(checkpoint, COMMITS))
     totals = (
