@@ -113,6 +113,16 @@ def wrote(app: App) -> dict[int, str]:
     return {int(ms): kind for kind, ms in re.findall(WROTE, app.log())}
 
 
+def kill_after_a_write(app: Any, timeout: float = 60) -> None:
+    """Return as soon as the app logs that it wrote a batch's output (polled every 5 ms)."""
+    written = re.compile(r"wrote (base|delta) batch_time_ms=")
+    seen = len(written.findall(app.log()))
+    deadline = time.monotonic() + timeout
+    while len(written.findall(app.log())) == seen:
+        assert time.monotonic() < deadline, "no output written:\n" + app.log()[-3000:]
+        time.sleep(0.005)
+
+
 def test_bases_and_deltas_read_exactly_through_a_kill_9(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
@@ -143,10 +153,14 @@ def test_bases_and_deltas_read_exactly_through_a_kill_9(
         assert link is not None and link.context == context.app_id, name
 
     # kill -9 until a batch that had been written is replayed (the recovered checkpoint's
-    # own batch always is; the kill may hit it before it wrote its output).
-    for attempt in range(3):
+    # own batch always is; the kill may hit it before it wrote its output). The first kill
+    # lands at random; the later ones right after a batch's output was written, before the
+    # next batch's checkpoint (random kills on a loaded machine missed that 3 times).
+    for attempt in range(4):
         reader.add(dirs["input"], f"k{attempt}.txt", make_text(rng, 30))
         reader.run_for(rng.uniform(0.2, 2.5))
+        if attempt:
+            kill_after_a_write(app)
         app.kill9()
         before = contents(dirs["output"])
         reader.add(dirs["input"], f"k{attempt}-while-down.txt", make_text(rng, 30))
@@ -167,7 +181,7 @@ def test_bases_and_deltas_read_exactly_through_a_kill_9(
         assert CHAIN_BROKE not in app.log()
         if rewritten:
             break
-    assert rewritten, "no batch written before a kill was replayed in 3 attempts"
+    assert rewritten, "no batch written before a kill was replayed in 4 attempts"
     app.wait_caught_up()
     reader.run_for(3)
     assert cli_totals(tmp_path, dirs["output"], "totals") == truth(reader.texts())
