@@ -68,8 +68,6 @@ def unsupported(config: AppConfig) -> list[str]:
         found.append("the postgres sink (files and console only)")
     if config.window is not None:
         found.append("window")
-    if config.restore_from_snapshot:
-        found.append("restore_from_snapshot")
     if config.metrics_file:
         found.append("metrics_file")
     if "files" in config.sinks and config.output_dir and not is_local_path(config.output_dir):

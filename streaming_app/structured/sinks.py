@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from streaming_app.errors import CheckpointError
@@ -23,6 +24,7 @@ from streaming_app.state.buckets import rank
 from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.processor import parse_number
 from streaming_app.structured.query_log import batch_timestamp, query_id
+from streaming_app.structured.seed import seed_totals
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -64,7 +66,10 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                written.append(write_files(fs, settings, batch_id, batch_ms, before, changes))
+                seeded = partial(seed_totals, checkpoint, config.checkpoint_dir)
+                written.append(
+                    write_files(fs, settings, batch_id, batch_ms, before, changes, seeded)
+                )
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,
