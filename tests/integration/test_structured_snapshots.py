@@ -143,3 +143,49 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
     assert cli_totals(dirs["output"].parent, dirs["output"], "totals") == truth(sent)
     record = json.loads((new / "restored-from-snapshot.json").read_text())
     assert record["snapshot"] == match.group(1)
+
+
+def test_files_snapshot_lists_its_files_and_restores_into_a_new_structured_query(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path
+) -> None:
+    from tests.integration.harness import drop_file, make_text
+    from tests.integration.test_structured_engine import structured_args
+
+    rng = random.Random(41)
+    texts: dict[str, str] = {}
+
+    def drop(name: str) -> None:
+        texts[name] = make_text(rng, 20)
+        drop_file(dirs["input"], name, texts[name].encode())
+
+    first = start_app(*structured_args(dirs, "--snapshot-interval", "2"))
+    first.wait_for_log(r"Started new query")
+    deadline = time.monotonic() + 240
+    while len(re.findall(SNAPSHOT, first.log())) < 2:  # micro-batch N writes N-1's
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
+        drop(f"a{len(texts)}.txt")
+        time.sleep(1.5)  # micro-batches of a file or a few: snapshots between files
+    wait_for_totals(dirs["output"], truth(list(texts.values())), first)
+    assert first.terminate() == 0
+    found = latest_snapshot(LocalFs(), str(dirs["checkpoint"] / "snapshots"))
+    assert found is not None
+    manifest, totals = snapshot_content(Path(found[0]))
+    assert manifest["engine"] == "structured" and manifest["source"] == "files"
+    counted = manifest["position"]["files"]
+    assert counted and set(counted) <= set(texts)
+    assert totals == truth([texts[name] for name in counted])
+
+    drop("late.txt")  # after the snapshot, while stopped: the restored query counts it
+    restore = [
+        *structured_args(dirs),
+        "--checkpoint-dir", str(tmp_path / "checkpoint-2"),
+        "--output-dir", str(tmp_path / "output-2"),
+        "--restore-from-snapshot", found[0],
+    ]  # fmt: skip
+    restored = start_app(*restore)
+    line = restored.wait_for_log(r"(\d+) input file\(s\) it includes are counted again")
+    assert int(line.group(1)) == len(counted)
+    drop("after.txt")
+    wait_for_totals(tmp_path / "output-2", truth(list(texts.values())), restored)
+    assert restored.terminate() == 0
+    assert "Traceback" not in restored.log()
