@@ -18,17 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError, ConfigError
-from streaming_app.jobs.counting import pre_aggregated, reduce_functions, values_only
+from streaming_app.jobs.counting import reduce_functions
 from streaming_app.recovery.guard import seed_at
-from streaming_app.recovery.restore import Seed, hadoop_literal
-from streaming_app.recovery.snapshots import Manifest, parse_line, starting_offsets_spec
+from streaming_app.recovery.restore import Seed, describe_seed, files_counts, hadoop_literal
+from streaming_app.recovery.snapshots import Manifest, parse_line
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sinks.files_layout import format_value
 from streaming_app.sources.files_log import visible_names
 from streaming_app.structured.query_log import COMMITS, last_batch
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
@@ -101,31 +100,19 @@ def initial_state(spark: SparkSession, config: AppConfig, seed: Seed) -> DataFra
         present = set(visible_names(HadoopFs(sc, config.input_dir).list_names(config.input_dir)))
         again = sorted(present & set(seed.manifest.files()))
     if again:
-        counted = _counts(sc, config, again).map(negated)
+        counted = files_counts(sc, config, again).map(negated)
         totals = totals.union(counted).reduceByKey(reduce_functions(config)[0])
     log.info(
-        "Seeding the new query from snapshot %s (%s engine): batch_time_ms=%d words=%d "
-        "total=%s%s%s",
+        "Seeding the new query from snapshot %s (%s engine): %s%s",
         seed.path,
         seed.manifest.engine,
-        seed.manifest.batch_time_ms,
-        seed.manifest.words,
-        seed.manifest.total,
-        f" starting_offsets={starting_offsets_spec(seed.manifest, config.topics)}"
-        if config.source == "kafka"
-        else "",
+        describe_seed(seed, config),
         f"; {len(again)} input file(s) it includes are counted again by the first "
         "micro-batch and taken off the seed"
         if again
         else "",
     )
     return spark.createDataFrame(totals.map(seed_row), SEED_SCHEMA)
-
-
-def _counts(sc: SparkContext, config: AppConfig, names: list[str]) -> Any:
-    assert config.input_dir is not None
-    lines = sc.union([sc.textFile(hadoop_literal(join(config.input_dir, n))) for n in names])
-    return values_only(pre_aggregated(lines, config), config)
 
 
 def negated(pair: tuple[str, Any]) -> tuple[str, Any]:
