@@ -59,16 +59,16 @@ def distinct_words(lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> i
     )
 
 
-def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
-    """One plain kafka-python consumer counting with Counter: seconds to read the topic."""
+def count_partitions(bootstrap: str, topic: str, partitions: list[int], lines: int) -> Counter[str]:
+    """The baseline's work: one plain kafka-python consumer reads `lines` lines of the
+    partitions from their beginning and counts their words with Counter."""
     from kafka import KafkaConsumer, TopicPartition
 
-    started = time.perf_counter()
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
-        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
+        assigned = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
         counts: Counter[str] = Counter()
         read = 0
         while read < lines:
@@ -78,6 +78,40 @@ def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
                 read += len(records)
     finally:
         consumer.close()
+    return counts
+
+
+def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
+    """One plain kafka-python consumer counting with Counter: seconds to read the topic."""
+    started = time.perf_counter()
+    count_partitions(bootstrap, topic, list(range(PARTITIONS)), lines)
+    return time.perf_counter() - started
+
+
+def _count_into(queue: Any, bootstrap: str, topic: str, partition: int, lines: int) -> None:
+    queue.put(count_partitions(bootstrap, topic, [partition], lines))
+
+
+def two_process_seconds(bootstrap: str, topic: str, lines: int) -> float:
+    """The baseline's work split over PARTITIONS processes, a partition each, their
+    Counters merged in the parent: what the cores give to plain Python without Spark, a
+    ceiling for the app (`lines` must divide evenly: load_topic fills partitions alike)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    started = time.perf_counter()
+    workers = [
+        context.Process(target=_count_into, args=(queue, bootstrap, topic, p, lines // PARTITIONS))
+        for p in range(PARTITIONS)
+    ]
+    for worker in workers:
+        worker.start()
+    total: Counter[str] = Counter()
+    for _ in workers:
+        total.update(queue.get(timeout=600))
+    for worker in workers:
+        worker.join()
     return time.perf_counter() - started
 
 

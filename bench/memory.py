@@ -7,6 +7,8 @@ snapshot, say) and its trend over a long run can be read off. Pure functions bel
 
 from __future__ import annotations
 
+import re
+import subprocess
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -95,7 +97,12 @@ def trend(samples: list[Sample], field: str, since: float) -> dict[str, float | 
     """One field's course (MiB) over the samples taken from `since` on: the first, the last,
     the peak, and the slope per hour over them all and over their second half (a value
     that settles shows a smaller slope there; one that leaks does not)."""
-    kept = [(s.at, getattr(s, field) / 1024) for s in samples if s.at >= since]
+    return course([(s.at, getattr(s, field)) for s in samples], since)
+
+
+def course(points: list[tuple[float, int]], since: float) -> dict[str, float | None]:
+    """trend() of (time.time(), kB) points."""
+    kept = [(at, kb / 1024) for at, kb in points if at >= since]
     if not kept:
         return dict.fromkeys(
             ("start_mib", "end_mib", "peak_mib", "slope_mib_h", "late_slope_mib_h")
@@ -109,3 +116,21 @@ def trend(samples: list[Sample], field: str, since: float) -> dict[str, float | 
         "slope_mib_h": None if slope is None else round(slope, 1),
         "late_slope_mib_h": None if late is None else round(late, 1),
     }
+
+
+# `jcmd <pid> GC.heap_info`'s first line: " garbage-first heap   total 262144K, used 52224K".
+HEAP_USED = re.compile(r"heap\s+total \d+K, used (\d+)K")
+
+
+def heap_after_full_gc(pid: int) -> int | None:
+    """The JVM's used heap in kB right after a full collection (`jcmd GC.run`, then
+    `GC.heap_info`): what the heap holds that is still reachable; None if jcmd failed."""
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=60, check=True)
+        info = subprocess.run(
+            ["jcmd", str(pid), "GC.heap_info"], capture_output=True, timeout=60, check=True
+        ).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = HEAP_USED.search(info)
+    return int(found.group(1)) if found else None

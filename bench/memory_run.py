@@ -11,7 +11,12 @@ console sinks, snapshots on) capped at `--batch-lines` lines a batch, so that th
 holds a fixed set of keys and the input is the same every batch. Every `--every` seconds
 the resident memory of each kind of process is sampled; after the warm-up (the keys
 loaded, and `--warmup-minutes`) the report gives its first, last and peak value and the
-least-squares slope, over all those samples and over their second half.
+least-squares slope, over all those samples and over their second half. Every `--gc-every`
+seconds the JVM is also made to run a full collection (`jcmd <pid> GC.run`), after which
+its used heap (`GC.heap_info`) is what it still holds: resident memory alone cannot tell
+a heap growing toward its maximum from one that leaks. Spark's streaming UI keeps the
+last 1,000 batches (`spark.streaming.ui.retainedBatches`), about 33 minutes of 2 s
+batches, so the heap may grow by those records for that long.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ from bench.harness import (
     kafka_args,
     machine,
     median,
+    role,
+    session_processes,
     write_json,
 )
-from bench.memory import FIELDS, RssTimeline, trend
+from bench.memory import FIELDS, RssTimeline, course, heap_after_full_gc, trend
 from bench.state_size import key_topic
 from streaming_app.common.metrics_record import BatchMetrics
 
@@ -46,6 +53,7 @@ LABELS = {
     "driver_kb": "driver (Python, resident)",
     "jvm_kb": "JVM (resident)",
     "workers_kb": "Python workers together (Pss)",
+    "heap_kb": "JVM heap after a full GC (used)",
 }
 
 
@@ -60,8 +68,19 @@ def warm_until(batches: list[BatchMetrics], loading: int, started: float, warmup
     return float("inf")
 
 
+def jvm_pid(sid: int) -> int | None:
+    """The app's JVM among the processes of its session."""
+    return next((pid for pid, cmd in session_processes(sid).items() if role(cmd) == "jvm"), None)
+
+
 def memory_run(
-    workdir: Path, minutes: float, every: float, keys: int, batch_lines: int, warmup_s: float
+    workdir: Path,
+    minutes: float,
+    every: float,
+    keys: int,
+    batch_lines: int,
+    warmup_s: float,
+    gc_every: float = 120.0,
 ) -> dict[str, Any]:
     """Run the app for `minutes` at `batch_lines` lines a batch; its memory over time."""
     batches_wanted = int(minutes * 60 / BATCH_S) + 30  # a margin: the input must not run out
@@ -73,12 +92,18 @@ def memory_run(
         args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
         app = AppRun.start(workdir, name, [*args, *exact_args(workdir / name)])
         timeline = RssTimeline(app.proc.pid, every=every)
+        heap: list[tuple[float, int]] = []
         try:
             deadline = app.started + minutes * 60
             while time.time() < deadline and app.proc.poll() is None:
-                time.sleep(min(60.0, max(0.0, deadline - time.time())))
+                time.sleep(min(gc_every, max(0.0, deadline - time.time())))
+                pid = jvm_pid(app.proc.pid)
+                used = heap_after_full_gc(pid) if pid else None
+                if used is not None:
+                    heap.append((time.time(), used))
                 print(f"{(time.time() - app.started) / 60:.1f} min: "
-                      f"{len(app.batches())} batches", file=sys.stderr)  # fmt: skip
+                      f"{len(app.batches())} batches, heap after a full GC "
+                      f"{'?' if used is None else used // 1024} MiB", file=sys.stderr)  # fmt: skip
             if app.proc.poll() is not None:
                 raise SystemExit(f"the app ended early; see {app.log}")
         finally:
@@ -107,7 +132,12 @@ def memory_run(
         if after
         else None,
         "worker_processes": [min(counts), max(counts)] if counts else None,
-        "trend": {field: trend(timeline.samples, field, since) for field in FIELDS},
+        "trend": {
+            **{field: trend(timeline.samples, field, since) for field in FIELDS},
+            "heap_kb": course(heap, since),
+        },
+        "gc_every_s": gc_every,
+        "heap_samples": heap,
         "samples": timeline.rows(),
     }
 
@@ -124,14 +154,18 @@ def memory_run_report(m: dict[str, Any]) -> list[str]:
         f"checkpoint and a snapshot every {m['checkpoint_batches']} batches; {m['keys']:,} keys "
         f"loaded, then {m['batch_lines']:,} Zipf lines over them every batch, "
         f"{m['batch_lines'] // BATCH_S:,} lines/s; resident memory sampled every "
-        f"{m['every_s']:g} s; figures from the end of the warm-up, {m['warm_after_s']:g} s "
-        "after the start, to the end of the run; slope: least squares, per hour):",
+        f"{m['every_s']:g} s, the JVM's heap after a full GC (`jcmd GC.run`) every "
+        f"{m.get('gc_every_s', 120):g} s; figures from the end of the warm-up, "
+        f"{m['warm_after_s']:g} s after the start, to the end of the run; slope: least "
+        "squares, per hour):",
         "",
         "| | start | end | peak | slope | slope, second half |",
         "|---|---|---|---|---|---|",
     ]
     for field, label in LABELS.items():
-        t = m["trend"][field]
+        t = m["trend"].get(field)
+        if t is None:
+            continue
         lines.append(
             f"| {label} | {_mib(t['start_mib'])} | {_mib(t['end_mib'])} | "
             f"{_mib(t['peak_mib'])} | {_mib(t['slope_mib_h'], ' MiB/h')} | "
@@ -155,6 +189,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples [10]")
     parser.add_argument("--keys", type=int, default=1_000_000, help="keys in the state [1000000]")
     parser.add_argument("--batch-lines", type=int, default=10_000, help="lines a batch [10000]")
+    parser.add_argument(
+        "--gc-every", type=float, default=120.0, help="seconds between full-GC heap samples [120]"
+    )
     parser.add_argument("--warmup-minutes", type=float, default=2.0, help="left out [2]")
     parser.add_argument("--workdir", type=Path, help="keep logs, metrics and samples here")
     parser.add_argument("--update-docs", action="store_true", help="write docs/benchmarks.md")
@@ -163,7 +200,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     found = memory_run(
         workdir, options.minutes, options.every, options.keys, options.batch_lines,
-        options.warmup_minutes * 60,
+        options.warmup_minutes * 60, options.gc_every,
     )  # fmt: skip
     write_json(workdir / "memory_run.json", found)
     lines = memory_run_report(found)

@@ -18,6 +18,7 @@ from streaming_app.sources.kafka.offsets import TopicPartition
 from streaming_app.tools.checkpoint_clean import apply_plan, plan_clean
 from streaming_app.tools.checkpoint_inspect import ensure_checkpoint_dir, inspect_checkpoint
 from streaming_app.tools.checkpoint_text import render_clean, render_inspect
+from streaming_app.tools.structured_clean import plan_clean_structured
 from streaming_app.tools.structured_inspect import inspect_structured, is_structured
 from streaming_app.tools.structured_text import render_structured
 
@@ -154,14 +155,18 @@ def clean(directory: str, dry_run: bool, as_json: bool, no_verify: bool) -> None
 
     Unreferenced RDD checkpoint folders, log entries before the prune horizon, snapshots
     beyond snapshot_keep and temp files left by crashes; never the checkpoint files,
-    metadata or kafka-tick.
+    metadata or kafka-tick. Of a Structured Streaming checkpoint, which Spark keeps bounded
+    itself, only the temp files left by crashes.
     """
     _setup_logging()
     fs = LocalCheckpointFs()
     try:
         path = local_dir(directory)
         ensure_checkpoint_dir(fs, path)
-        plan = plan_clean(fs, path, _probe(no_verify))
+        if is_structured(fs, path):
+            plan = plan_clean_structured(fs, path)
+        else:
+            plan = plan_clean(fs, path, _probe(no_verify))
     except StreamingAppError as error:
         fail(error)
     except OSError as exc:

@@ -9,11 +9,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +33,11 @@ class BatchMetrics:
     total_delay_ms: int | None
     kafka_lag: int | None
     completed_ms: int
+    # Which engine wrote the record: `dstream`, `structured`; None in files written before
+    # the structured engine had metrics (all by the DStream engine).
+    engine: str | None = None
+    # The structured engine's micro-batch id; None for the DStream engine.
+    batch_id: int | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -62,11 +63,15 @@ def parse_line(line: str) -> BatchMetrics | None:
             return None
         # Spark's BatchInfo says -1 for "unknown"; read it as the null it means.
         known[key] = value if value is not None and value >= 0 else None
+    engine = obj.get("engine")
+    batch_id = obj.get("batch_id")
     return BatchMetrics(
         batch_time_ms=obj["batch_time_ms"],
         batch_interval_ms=obj["batch_interval_ms"],
         completed_ms=obj["completed_ms"],
         **known,
+        engine=engine if isinstance(engine, str) else None,
+        batch_id=batch_id if _is_int(batch_id) else None,
     )
 
 

@@ -9,7 +9,7 @@ from pyspark.streaming.listener import StreamingListener
 
 from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
-from streaming_app.driver.metrics import MetricsRecorder, known, now_ms
+from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
 from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
@@ -115,4 +115,5 @@ class LoggingListener(StreamingListener):
             total_delay_ms=known(int(info.totalDelay())),
             kafka_lag=lag,
             completed_ms=now_ms(),
+            engine="dstream",
         )

@@ -72,7 +72,8 @@ def _check_restore_path(config: AppConfig) -> None:
         seed_at(path)
 
 
-def _check_metrics_file(path: str) -> None:
+def check_metrics_file(path: str) -> None:
+    """A metrics file the driver can append to: a local path in a writable directory (exit 2)."""
     if not is_local_path(path):
         raise ConfigError(f"metrics_file {path}: must be a local path (the driver appends to it)")
     ensure_writable_dir("metrics_file", os.path.dirname(os.path.abspath(path)))
@@ -140,7 +141,7 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
         ensure_readable_dir("input_dir", config.input_dir)
     _check_restore_path(config)
     if config.metrics_file:
-        _check_metrics_file(config.metrics_file)
+        check_metrics_file(config.metrics_file)
     for note in config.advisories():
         log.warning("%s", note)
     prepare_spark_env(config.master, config.spark_conf_dir)

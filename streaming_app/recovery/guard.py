@@ -17,6 +17,7 @@ from streaming_app.common.fs import FileSystem, LocalFs
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import (
     LATER_GRAPH_SETTINGS,
+    STRUCTURED_METADATA_FILE,
     CheckpointMetadata,
     differences,
     metadata_json,
@@ -171,8 +172,11 @@ def _snapshot_dir(config: AppConfig, recorded: CheckpointMetadata | None) -> str
 def structured_checkpoint(fs: FileSystem, checkpoint_dir: str) -> bool:
     """Whether a Structured Streaming query keeps its checkpoint there: the `metadata` file
     a query writes when it starts (`{"id": ...}`), which has the name of this engine's
-    record and would be overwritten by it. (Not its `offsets/` and `commits/`: this
-    engine's Kafka source keeps logs of those names too.)"""
+    record and would be overwritten by it, or the structured engine's own record (written
+    just before the query starts). (Not its `offsets/` and `commits/`: this engine's Kafka
+    source keeps logs of those names too.)"""
+    if STRUCTURED_METADATA_FILE in fs.list_names(checkpoint_dir):
+        return True
     found = metadata_json(fs, checkpoint_dir)  # None for this engine's unreadable record
     return isinstance(found, dict) and "id" in found and "format" not in found
 

@@ -7,6 +7,7 @@ import json
 import platform
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from streaming_app.errors import CheckpointError
 from streaming_app.settings.schema import AppConfig
 
 METADATA_FILE = "metadata"
+# The structured engine's record: next to Spark's own `metadata` file (the query id).
+STRUCTURED_METADATA_FILE = "streaming_app_metadata.json"
 METADATA_FORMAT = "streaming-app-checkpoint-metadata"
 METADATA_VERSION = 1
 
@@ -141,6 +144,8 @@ class CheckpointMetadata:
     settings: dict[str, Any] = field(default_factory=dict)
     seeded_from: str | None = None  # the snapshot a restored context started from
     seeded_batch_ms: int | None = None
+    # Which engine's checkpoint: `dstream` (records from before the field are), `structured`.
+    engine: str = "dstream"
 
     @classmethod
     def for_config(
@@ -179,16 +184,20 @@ class CheckpointMetadata:
             raise ValueError(f"incomplete metadata record ({exc})") from None
 
 
-def write_metadata(fs: FileSystem, checkpoint_dir: str, metadata: CheckpointMetadata) -> None:
-    """Write (or replace) the record, atomically."""
+def write_metadata(
+    fs: FileSystem, checkpoint_dir: str, metadata: CheckpointMetadata, name: str = METADATA_FILE
+) -> None:
+    """Write (or replace) the record, atomically (`name`: the structured engine's file)."""
     fs.mkdirs(checkpoint_dir)
     body = json.dumps(metadata.to_json(), indent=2, sort_keys=True) + "\n"
-    fs.write_atomic(join(checkpoint_dir, METADATA_FILE), body.encode("utf-8"))
+    fs.write_atomic(join(checkpoint_dir, name), body.encode("utf-8"))
 
 
-def read_metadata(fs: FileSystem, checkpoint_dir: str) -> CheckpointMetadata | None:
+def read_metadata(
+    fs: FileSystem, checkpoint_dir: str, name: str = METADATA_FILE
+) -> CheckpointMetadata | None:
     """The record next to a checkpoint, None if there is none; CheckpointError if unreadable."""
-    path = join(checkpoint_dir, METADATA_FILE)
+    path = join(checkpoint_dir, name)
     if not fs.exists(path):
         return None
     try:
@@ -208,12 +217,44 @@ def metadata_json(fs: FileSystem, checkpoint_dir: str) -> object:
         return None
 
 
-def _minor(version: str) -> str:
+def minor(version: str) -> str:
+    """`4.3` of `4.3.0`."""
     return ".".join(version.split(".")[:2])
 
 
 def _seconds(ms: Any) -> str:
     return f"{ms / 1000:g} s" if isinstance(ms, int) else repr(ms)
+
+
+# Settings in ms, shown in seconds when they differ.
+_INTERVALS = (
+    "batch_interval",
+    "checkpoint_interval",
+    "snapshot_interval",
+    "output_base_interval",
+    "window",
+    "slide",
+)
+
+
+def setting_changes(
+    recorded: dict[str, Any],
+    current: dict[str, Any],
+    keys: Iterable[str],
+    unset: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[str]:
+    """`key was -> now` for each of `keys` whose value differs (a missing one counts as
+    its `unset` value, else None); `labels` names a key for people."""
+    found = []
+    for key in keys:
+        default = (unset or {}).get(key)
+        was, now = recorded.get(key, default), current.get(key, default)
+        if was != now:
+            if key in _INTERVALS:
+                was, now = _seconds(was), _seconds(now)
+            found.append(f"{(labels or {}).get(key, key)} {was} -> {now}")
+    return found
 
 
 def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> list[str]:
@@ -227,25 +268,11 @@ def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> li
         was, now = getattr(recorded, key), getattr(current, key)
         if was != now:
             found.append(f"{key.replace('_version', '')} version {was} -> {now}")
-    if _minor(recorded.python_version) != _minor(current.python_version):
+    if minor(recorded.python_version) != minor(current.python_version):
         found.append(f"python version {recorded.python_version} -> {current.python_version}")
     if recorded.settings_fingerprint != current.settings_fingerprint:
-        for key in (*GRAPH_SETTINGS, *LATER_GRAPH_SETTINGS):
-            if key in KEPT_BY_CHECKPOINT:
-                continue
-            unset = LATER_GRAPH_SETTINGS.get(key)
-            was, now = recorded.settings.get(key, unset), current.settings.get(key, unset)
-            if was != now:
-                if key in (
-                    "batch_interval",
-                    "checkpoint_interval",
-                    "snapshot_interval",
-                    "output_base_interval",
-                    "window",
-                    "slide",
-                ):
-                    was, now = _seconds(was), _seconds(now)
-                found.append(f"{key} {was} -> {now}")
+        keys = [k for k in (*GRAPH_SETTINGS, *LATER_GRAPH_SETTINGS) if k not in KEPT_BY_CHECKPOINT]
+        found += setting_changes(recorded.settings, current.settings, keys, LATER_GRAPH_SETTINGS)
         if not found:
             found.append("settings fingerprint differs")
     return found

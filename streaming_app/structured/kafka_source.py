@@ -97,12 +97,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.settings = settings
         self._broker: Broker | None = None
         self._initial: dict[str, Any] | None = None
+        # The broker's latest offsets at the last planning: reported for the progress
+        # event's `latestOffset` (the metrics file's kafka_lag).
+        self._latest: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {
             "settings": self.settings,
             "_broker": None,
             "_initial": None,
+            "_latest": None,
         }  # a client does not pickle
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
@@ -137,7 +141,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             settings.on_out_of_range,
         )
         self._report("planning", planned)
+        self._latest = to_json(broker.latest)
         return to_json(planned.positions)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802
+        """The broker's latest offsets when the micro-batch was planned (None before that)."""
+        return self._latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One partition per topic-partition with records in `[start, end)`."""
@@ -219,7 +228,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 class _Counts:
     """read_range's counts of one range; a warning on the executor if data was not used as is.
 
-    The structured engine has no metrics file yet: these counts appear only in the
+    The structured engine's metrics file does not carry these counts: they appear only in the
     executors' logs (docs/structured.md).
     """
 

@@ -17,6 +17,7 @@ from streaming_app.errors import CheckpointError
 from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
 from streaming_app.recovery.restore import seeded_config
 from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
 from streaming_app.structured.pairs import pairs_of
 from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
@@ -50,9 +51,10 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
             f"{checkpoint} is a checkpoint of the DStream engine; run it with --engine "
             "dstream, or give --engine structured a new checkpoint_dir"
         )
+    seed = plan_seed(fs, config)  # before the guard writes its record into a new checkpoint
+    guard_checkpoint(fs, config, int(spark.conf.get(SHUFFLE_PARTITIONS) or 0))
     planned = last_batch(fs, join(checkpoint, OFFSETS))
     committed = last_batch(fs, join(checkpoint, COMMITS))
-    seed = plan_seed(fs, config)
     if seed is not None:  # the initial state applies in micro-batch 0 only
         config = seeded_config(config, seed)
         seeded = initial_state(spark, config, seed).groupBy("key")

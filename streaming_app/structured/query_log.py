@@ -45,22 +45,37 @@ def parse_offsets_entry(data: bytes) -> OffsetsEntry:
     return OffsetsEntry(lines[0], metadata, sources)
 
 
-def parse_batch_timestamp(data: bytes) -> int:
-    """`batchTimestampMs` of an offsets log entry; ValueError if it is not one."""
-    found = parse_offsets_entry(data).metadata.get("batchTimestampMs")
+def entry_timestamp(entry: OffsetsEntry) -> int:
+    """`batchTimestampMs` of an offsets log entry; ValueError if it has none."""
+    found = entry.metadata.get("batchTimestampMs")
     if type(found) is not int:
         raise ValueError("no batchTimestampMs")
     return found
 
 
-def batch_timestamp(fs: FileSystem, checkpoint_dir: str, batch_id: int) -> int | None:
-    """The timestamp (epoch ms) Spark gave micro-batch `batch_id`, None if it has no entry."""
+def parse_batch_timestamp(data: bytes) -> int:
+    """`batchTimestampMs` of an offsets log entry; ValueError if it is not one."""
+    return entry_timestamp(parse_offsets_entry(data))
+
+
+def offsets_entry(fs: FileSystem, checkpoint_dir: str, batch_id: int) -> OffsetsEntry | None:
+    """Micro-batch `batch_id`'s offsets log entry, None if it has none."""
     path = join(join(checkpoint_dir, OFFSETS), str(batch_id))
     if batch_id < 0 or not fs.exists(path):
         return None
     try:
-        return parse_batch_timestamp(fs.read_bytes(path))
+        return parse_offsets_entry(fs.read_bytes(path))
     except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is unreadable ({exc})") from None
+
+
+def batch_timestamp(fs: FileSystem, checkpoint_dir: str, batch_id: int) -> int | None:
+    """The timestamp (epoch ms) Spark gave micro-batch `batch_id`, None if it has no entry."""
+    entry = offsets_entry(fs, checkpoint_dir, batch_id)
+    try:
+        return None if entry is None else entry_timestamp(entry)
+    except ValueError as exc:
+        path = join(join(checkpoint_dir, OFFSETS), str(batch_id))
         raise CheckpointError(f"{path} is unreadable ({exc})") from None
 
 

@@ -64,12 +64,8 @@ def require_extra(installed: dict[str, str | None] | None = None) -> None:
 def unsupported(config: AppConfig) -> list[str]:
     """The settings this slice of the structured engine does not run yet (docs/structured.md)."""
     found = []
-    if "postgres" in config.sinks:
-        found.append("the postgres sink (files and console only)")
     if config.window is not None:
         found.append("window")
-    if config.metrics_file:
-        found.append("metrics_file")
     if "files" in config.sinks and config.output_dir and not is_local_path(config.output_dir):
         found.append(f"output_dir {config.output_dir} (a local path only)")
     return found

@@ -15,6 +15,7 @@ from streaming_app.common.failure_text import java_summary
 from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
 from streaming_app.driver.run import (
     check_checkpoint_location,
+    check_metrics_file,
     effective_master,
     ensure_readable_dir,
     ensure_writable_dir,
@@ -56,17 +57,26 @@ def run(config: AppConfig) -> int:
         ensure_writable_dir("output_dir", config.output_dir)
     if config.source == "files" and config.input_dir:
         ensure_readable_dir("input_dir", config.input_dir)
+    if config.metrics_file:
+        check_metrics_file(config.metrics_file)
     prepare_spark_env(config.master, config.spark_conf_dir)
     check_checkpoint_location(config, *effective_master(config))
 
+    from streaming_app.structured.listener import attach_listener
     from streaming_app.structured.query import start_query
     from streaming_app.structured.session import build_session
 
     stop = StopRequest()
     stop.install()
+    if "postgres" in config.sinks:
+        from streaming_app.sinks.postgres.stream import configure_postgres
+
+        # The DStream sink's writer, with today's DSN: in this process's memory only.
+        configure_postgres(config.postgres_dsn, stop.event)
     try:
         with jvm_ignoring_sigterm(), stop.through_start():
             spark = build_session(config)
+            attach_listener(spark, config)
             query = start_query(spark, config)
     except StreamingAppError:
         raise

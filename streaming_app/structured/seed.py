@@ -20,6 +20,7 @@ from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.jobs.counting import reduce_functions
 from streaming_app.recovery.guard import seed_at
+from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from streaming_app.recovery.restore import Seed, describe_seed, files_counts, hadoop_literal
 from streaming_app.recovery.snapshots import Manifest, parse_line
 from streaming_app.settings.schema import AppConfig
@@ -61,7 +62,8 @@ def plan_seed(fs: FileSystem, config: AppConfig) -> Seed | None:
         return recorded
     if not config.restore_from_snapshot:
         return None
-    if [n for n in fs.list_names(ckpt) if not n.startswith(".")]:
+    # The guard's record alone is no checkpoint: it is rewritten until a micro-batch is planned.
+    if [n for n in fs.list_names(ckpt) if not n.startswith(".") and n != STRUCTURED_METADATA_FILE]:
         raise ConfigError(
             f"restore_from_snapshot: checkpoint_dir {ckpt} already holds a checkpoint; "
             "restore into a new, empty checkpoint directory (or move this one aside)"

@@ -4,8 +4,10 @@ Driver side: Spark calls `BatchSinks` once per micro-batch with the totals it ch
 state operator's output) and its batch id. The changed totals are collected once (as
 many as the micro-batch has keys, like a DStream delta); the micro-batch's time is its
 timestamp in the offsets log, the same on a replay. Then each configured sink writes:
-the files sink a delta or a base (files_sink.py), the console the DStream engine's line,
-over the totals this micro-batch changed (the state is not scanned every batch).
+the files sink a delta or a base (files_sink.py), the postgres sink the changed totals and
+the micro-batch's progress row in one transaction (postgres_sink.py), the console the
+DStream engine's line, over the totals this micro-batch changed (the state is not scanned
+every batch). Each sink skips on its own what it wrote before a restart.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings
 from streaming_app.state.buckets import rank
 from streaming_app.structured.files_sink import write_files
+from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.processor import parse_number
-from streaming_app.structured.query_log import batch_timestamp, query_id
+from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.seed import seed_totals
 
 if TYPE_CHECKING:
@@ -54,27 +57,35 @@ class BatchSinks:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
         changes = [(row.key, parse_number(config.job, row.total)) for row in batch.collect()]
+        if self._context_id is None and {"files", "postgres"} & set(config.sinks):
+            self._context_id = query_id(checkpoint, config.checkpoint_dir)
+        context = self._context_id or ""
+        # A restored query's totals before micro-batch 0: the snapshot's ({} for a new one).
+        seeded = partial(seed_totals, checkpoint, config.checkpoint_dir)
         written = []
         for sink in config.sinks:
             if sink == "console":
                 top = sorted(changes, key=rank)[: config.top_n]
                 print_line(datetime.fromtimestamp(batch_ms / 1000), top)
             elif sink == "files":
-                if self._context_id is None:
-                    self._context_id = query_id(checkpoint, config.checkpoint_dir)
-                settings = FilesSettings.from_config(config, self._context_id)
+                settings = FilesSettings.from_config(config, context)
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                seeded = partial(seed_totals, checkpoint, config.checkpoint_dir)
-                written.append(
-                    write_files(fs, settings, batch_id, batch_ms, before, changes, seeded)
-                )
+                kind = write_files(fs, settings, batch_id, batch_ms, before, changes, seeded)
+                written.append(f"files: {kind}")
+            elif sink == "postgres":
+                entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
+                offset = entry.sources[0] if entry is not None and entry.sources else None
+                # Micro-batch 0 replaces the table: a restored query's with the seed too.
+                rows = sorted({**seeded(), **dict(changes)}.items()) if batch_id == 0 else changes
+                done = write_postgres(config, context, batch_id, batch_ms, rows, offset)
+                written.append(f"postgres: {done}")
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,
             batch_ms,
             len(changes),
-            f", files: {written[0]}" if written else "",
+            "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,
         )

@@ -112,7 +112,7 @@ def plan_clean(
     kept_snapshots = _plan_snapshots(fs, checkpoint_dir, metadata, now, plan)
     _plan_input_files(fs, checkpoint_dir, kept_snapshots, plan)
     for directory in (checkpoint_dir, *(join(checkpoint_dir, d) for d in _LOG_DIRS)):
-        _plan_temps(fs, directory, now, plan)
+        plan_temps(fs, directory, now, plan)
     return plan
 
 
@@ -284,7 +284,7 @@ def _plan_input_files(
         plan.removals.append(_removal(fs, entries.path(batch_ms), "input-files", reason))
 
 
-def _plan_temps(fs: CheckpointFs, directory: str, now_ms: int, plan: CleanPlan) -> None:
+def plan_temps(fs: CheckpointFs, directory: str, now_ms: int, plan: CleanPlan) -> None:
     names = set(fs.list_names(directory))
     for name in sorted(names):
         checksum = _CHECKSUM.match(name)

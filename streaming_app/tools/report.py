@@ -23,6 +23,7 @@ class Summary:
     """What `streaming-app report` prints; durations in ms, None where never known."""
 
     batches: int
+    engines: tuple[str, ...]  # that wrote the batches, sorted (old files: `dstream`)
     first_batch_ms: int
     last_batch_ms: int
     interval_ms: int  # of the last batch
@@ -85,6 +86,8 @@ def summarize(records: Sequence[BatchMetrics]) -> Summary:
     )
     return Summary(
         batches=len(records),
+        # Files from before the `engine` field were all written by the DStream engine.
+        engines=tuple(sorted({b.engine or "dstream" for b in records})),
         first_batch_ms=first.batch_time_ms,
         last_batch_ms=last.batch_time_ms,
         interval_ms=last.batch_interval_ms,
@@ -149,6 +152,7 @@ def format_summary(summary: Summary, skipped: int) -> list[str]:
     rows = [
         ("batches", f"{s.batches:,}"),
         ("malformed lines", f"{skipped:,} skipped"),
+        ("engine", ", ".join(s.engines)),
         ("first batch", _time(s.first_batch_ms)),
         ("last batch", _time(s.last_batch_ms)),
         ("batch interval", _seconds(s.interval_ms)),

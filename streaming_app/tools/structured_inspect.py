@@ -5,6 +5,9 @@ Read with plain file reads through the CheckpointFs, no JVM. The report's keys a
 
 - `checkpoint_dir`; `engine`: `structured`.
 - `query`: `status` (`ok`, `none`, `unreadable`), `id` (from Spark's `metadata` file), `error`.
+- `record`: the guard's `streaming_app_metadata.json` (structured/guard.py): `status` (`ok`,
+  `none`, `unreadable`), `error`, and the record's fields (`engine`, `app_version`,
+  `spark_version`, `settings`, ...) when it is readable.
 - `batches`: `offsets_entries`, `commits_entries`, `last_planned` and `last_committed`
   (batch ids, null if none), `last_committed_time_ms`/`_utc` (its timestamp in the offsets
   log), `conf` (the SQL settings Spark keeps from the first run, from the newest entry),
@@ -29,7 +32,7 @@ from typing import Any
 from streaming_app.common.fs import join
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.guard import structured_checkpoint
-from streaming_app.recovery.metadata import metadata_json
+from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE, metadata_json, read_metadata
 from streaming_app.recovery.spark_checkpoint import CheckpointFs
 from streaming_app.sources.kafka.offset_log import checkpoint_file_times
 from streaming_app.structured.query_log import (
@@ -70,6 +73,7 @@ def inspect_structured(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any]:
         "checkpoint_dir": checkpoint_dir,
         "engine": "structured",
         "query": _query(fs, checkpoint_dir),
+        "record": _record(fs, checkpoint_dir),
         "batches": _batches(fs, checkpoint_dir),
         "sources": _sources(fs, checkpoint_dir),
         "state": state_section(fs, checkpoint_dir),
@@ -87,6 +91,17 @@ def _query(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any]:
         return {"status": "ok", "id": query_id(fs, checkpoint_dir), "error": None}
     except CheckpointError as exc:
         return {"status": "unreadable", "id": None, "error": str(exc)}
+
+
+def _record(fs: CheckpointFs, checkpoint_dir: str) -> dict[str, Any]:
+    try:
+        record = read_metadata(fs, checkpoint_dir, STRUCTURED_METADATA_FILE)
+    except CheckpointError as exc:
+        return {"status": "unreadable", "error": str(exc)}
+    if record is None:
+        return {"status": "none", "error": None}
+    fields = {k: v for k, v in record.to_json().items() if k != "format"}
+    return {"status": "ok", "error": None, **fields}
 
 
 def _entry(fs: CheckpointFs, checkpoint_dir: str, batch_id: int) -> OffsetsEntry | str:
@@ -205,6 +220,9 @@ def _notes(report: dict[str, Any]) -> list[str]:
         )
     elif query["status"] == "unreadable":
         notes.append(f"metadata: {query['error']}: Spark cannot start a query on this checkpoint")
+    record = report["record"]
+    if record["status"] == "unreadable":
+        notes.append(f"streaming_app record: {record['error']}: a run refuses the checkpoint")
     if batches["last_planned"] is None:
         notes.append("no micro-batch planned yet: a query started here begins from nothing")
     pending = [str(p["batch_id"]) for p in batches["pending"]]

@@ -19,6 +19,7 @@ _CONF_SHOWN = {
 def render_structured(report: dict[str, Any]) -> str:
     """The Structured Streaming inspect report for people: aligned sections to scan."""
     lines = [f"Checkpoint {report['checkpoint_dir']}", _engine(report["query"])]
+    lines += _record(report.get("record") or {})
     for section in (_batches, _sources, _state, snapshots_lines, sizes_lines):
         lines += ["", *section(report)]
     if report["notes"]:
@@ -32,6 +33,20 @@ def _engine(query: dict[str, Any]) -> str:
     if query["status"] == "none":
         return "Engine: structured (no metadata file: query id unknown)"
     return f"Engine: structured (metadata unreadable: {query['error']})"
+
+
+def _record(record: dict[str, Any]) -> list[str]:
+    """The guard's record: who wrote the checkpoint and the settings it must keep."""
+    if record.get("status") != "ok":
+        return []
+    settings = " ".join(
+        f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in record["settings"].items()
+    )
+    return [
+        f"Written by streaming_app {record['app_version']} on Spark {record['spark_version']}"
+        f" (engine {record['engine']}); guarded settings: {settings}"
+    ]
 
 
 def _batch_id(value: int | None) -> str:

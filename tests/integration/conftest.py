@@ -11,9 +11,9 @@ import pytest
 
 from streaming_app.tools.dev_broker import DevBroker
 from tests.integration.harness import App
-from tests.integration.pg_helpers import pg_dsn, pg_table
+from tests.integration.pg_helpers import pg_dsn, pg_schema, pg_table
 
-__all__ = ["pg_dsn", "pg_table"]  # fixtures for every integration test
+__all__ = ["pg_dsn", "pg_schema", "pg_table"]  # fixtures for every integration test
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -66,7 +66,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-# A progress line's scheduling delay (streaming_app.driver.metrics.progress_line).
+# A progress line's scheduling delay (streaming_app.common.metrics_recorder.progress_line).
 SCHEDULING_DELAY = re.compile(r"\bscheduling_delay=(\d+\.\d+)s")
 
 

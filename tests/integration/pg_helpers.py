@@ -50,6 +50,17 @@ def pg_table(pg_dsn: str) -> Iterator[str]:
         )
 
 
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A schema no other test uses, created empty; dropped with all it holds at the end."""
+    schema = f"sst_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield schema
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def postgres_config(tmp_path: Path, dsn: str) -> Path:
     """A config file with the DSN: credentials never go on the command line."""
     path = tmp_path / "postgres.ini"

@@ -112,7 +112,7 @@ def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "memory_run.py"), "--minutes", "1", "--keys",
          "2000", "--batch-lines", "2000", "--every", "2", "--warmup-minutes", "0.25",
-         "--workdir", str(tmp_path)],
+         "--gc-every", "15", "--workdir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=400,
@@ -120,11 +120,12 @@ def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads((tmp_path / "memory_run.json").read_text())
     assert found["batches"] >= 5 and found["records"] > 0
-    for field in ("driver_kb", "jvm_kb", "workers_kb"):
+    for field in ("driver_kb", "jvm_kb", "workers_kb", "heap_kb"):
         trend = found["trend"][field]
         assert trend["start_mib"] > 0 and trend["peak_mib"] >= trend["end_mib"] > 0
         assert trend["slope_mib_h"] is not None
     assert "| JVM (resident) |" in result.stdout
+    assert "| JVM heap after a full GC (used) |" in result.stdout
 
 
 def test_sink_pass_runs_both_paths_and_they_agree() -> None:

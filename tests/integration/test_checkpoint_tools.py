@@ -179,3 +179,9 @@ def test_inspect_a_structured_checkpoint(dirs: dict[str, Path], start_app: Any) 
     assert "Engine: structured (Structured Streaming query id " in text.stdout
     assert f"last planned: {written}; last committed: {written}" in text.stdout
     assert "planned but not committed: none" in text.stdout
+    # clean: a real query's checkpoint has nothing a crash left, and nothing of Spark's goes.
+    files = sorted(p for p in dirs["checkpoint"].rglob("*") if p.is_file())
+    cleaned = tool("clean", str(dirs["checkpoint"]), "--apply")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "Nothing to remove" in cleaned.stdout and "Spark keeps them bounded" in cleaned.stdout
+    assert sorted(p for p in dirs["checkpoint"].rglob("*") if p.is_file()) == files

@@ -32,9 +32,13 @@ WRITTEN = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed"
 
 
 def structured_args(dirs: dict[str, Path], *extra: str) -> list[str]:
-    """A files-source run of the structured engine with the files sink (and fast bases)."""
+    """A files-source run of the structured engine with the files sink.
+
+    A base every 60 s: a micro-batch that crosses a multiple of it writes a base, and on a
+    loaded machine (first micro-batches of 20-30 s) a shorter interval made every one a
+    base, so the deltas the kill test asserts were never written."""
     config = dirs["checkpoint"].parent / "structured.ini"
-    config.write_text("[output]\noutput_base_interval = 10\noutput_keep = 2\n")
+    config.write_text("[output]\noutput_base_interval = 60\noutput_keep = 2\n")
     return ["--engine", "structured", "--config", str(config), *files_args(dirs), *extra]
 
 

@@ -1,4 +1,7 @@
-"""`streaming-app supervise` over a real driver: kill -9 it repeatedly, totals stay exact."""
+"""`streaming-app supervise` over a real driver: kill -9 it repeatedly, totals stay exact.
+
+On both engines: the DStream one (getOrCreate) and `--engine structured` (the query's
+checkpoint location)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import random
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,14 +24,26 @@ from tests.integration.harness import (
     truth,
     wait_for_totals,
 )
+from tests.integration.test_structured_engine import RECOVERED, STARTED, structured_args
 
 pytestmark = pytest.mark.timeout(480)
 KILLS = 3
+# Per engine: the run's arguments, its log line on a new start and on a recovery.
+ENGINES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
+    "dstream": (
+        files_args,
+        r"Started new streaming context",
+        "Recovered streaming context from checkpoint",
+    ),
+    "structured": (structured_args, STARTED, RECOVERED),
+}
 
 
+@pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
-    dirs: dict[str, Path], tmp_path: Path
+    engine: str, dirs: dict[str, Path], tmp_path: Path
 ) -> None:
+    run_args, started, recovered = ENGINES[engine]
     rng = random.Random(5)
     texts: list[str] = []
 
@@ -39,12 +55,12 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
         match = supervisor.wait_for_log(rf"started driver pid (\d+) \(start {start}\)")
         return int(match.group(1))
 
-    args = ["--backoff", "0.5", "--max-failures", str(KILLS + 1), "--", *files_args(dirs)]
+    args = ["--backoff", "0.5", "--max-failures", str(KILLS + 1), "--", *run_args(dirs)]
     supervisor = App(args, tmp_path, "supervise", command="supervise")
     drivers: list[int] = []
     try:
         drivers.append(driver(1))
-        supervisor.wait_for_log(r"Started new streaming context")
+        supervisor.wait_for_log(started)
         add("start-1.txt")
         wait_for_totals(dirs["output"], truth(texts), supervisor)
         for kill in range(1, KILLS + 1):
@@ -54,13 +70,12 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
             add(f"kill-{kill}-while-down.txt")
             drivers.append(driver(kill + 1))
             assert group_gone(drivers[-2]), "the killed driver's processes are still alive"
-            supervisor.wait_for_log(
-                rf"(?s)\(start {kill + 1}\).*Recovered streaming context from checkpoint"
-            )
+            supervisor.wait_for_log(rf"(?s)\(start {kill + 1}\).*{recovered}")
             add(f"start-{kill + 1}.txt")
             wait_for_totals(dirs["output"], truth(texts), supervisor)
         log = supervisor.log()
         assert log.count("driver crashed (killed by SIGKILL); restarting in") == KILLS
+        assert not re.search(started, log.split("(start 2)", 1)[1])
         assert "Creating new context" not in log.split("(start 2)", 1)[1]
         time.sleep(3)  # more batches: a replay would double totals now
         wait_for_totals(dirs["output"], truth(texts), supervisor, timeout=5)

@@ -95,6 +95,13 @@ def test_the_exact_headline_names_the_sinks_and_the_batch_size() -> None:
     # The exact sizes come first, the console alone last; a missing kind is a dash.
     assert text.index("| files + console | 20,000") < text.index("| console alone | 60,000")
     assert "| 1.5 s | — | 1.6 s |" in text
+    assert "Counters merged" not in text  # a run from before the two-process ceiling
+    found |= {"two_process_words_per_s": 900_000, "two_process_s": 2.22}
+    text = "\n".join(exact_report(found))
+    assert (
+        "(what the cores give plain Python, without Spark) | 900,000 | 1.8 | "
+        "median of 5 runs: 2.22 s for 200,000 lines |" in text
+    )
 
 
 def _cost_row(keys: int, variant: str, side: str, idle: float) -> dict[str, Any]:
@@ -139,6 +146,10 @@ def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
              "last_scheduling_delay_s": 0.0, "worker_processes": [3, 3],
              "trend": {f: trend for f in ("driver_kb", "jvm_kb", "workers_kb")}}  # fmt: skip
     text = "\n".join(memory_run_report(found))
+    assert "heap after a full GC" not in text.split("\n", 2)[2]  # a run without heap samples
+    found["trend"]["heap_kb"] = {**trend, "start_mib": 200}
+    text = "\n".join(memory_run_report(found))
+    assert "| JVM heap after a full GC (used) | 200 MiB | 310 MiB |" in text
     assert "`python bench/memory_run.py --minutes 30`" in text and "5,000 lines/s" in text
     assert (
         "| driver (Python, resident) | 300 MiB | 310 MiB | 330 MiB | -1.5 MiB/h | +0.0 MiB/h |"

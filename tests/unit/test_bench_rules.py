@@ -6,7 +6,15 @@ from typing import Any
 
 from bench.checkpoint import checkpoint_report, within_run, writes_checkpoint
 from bench.compare import keys_table, sustained, table
-from bench.memory import Sample, batch_window, peak_during, slope_per_hour, trend
+from bench.memory import (
+    HEAP_USED,
+    Sample,
+    batch_window,
+    course,
+    peak_during,
+    slope_per_hour,
+    trend,
+)
 from bench.memory_run import warm_until
 from bench.periodic import aligned, kinds, periodic_figures
 from bench.rates import idle_batches, interleaved
@@ -230,3 +238,20 @@ def test_the_long_run_is_warm_once_the_keys_are_loaded_and_the_warm_up_is_over()
     assert warm_until(batches, 1000, started, 0) == (FIRST + 4000 + 900) / 1000
     assert warm_until(batches, 1000, started, 60) == started + 60
     assert warm_until(batches, 10_000, started, 0) == float("inf")
+
+
+def test_the_used_heap_is_read_from_jcmds_heap_info() -> None:
+    info = (
+        "12345:\n garbage-first heap   total 262144K, used 52224K [0x00000000c0000000, "
+        "0x0000000100000000)\n  region size 1024K, 45 young (46080K), 2 survivors (2048K)\n"
+        " Metaspace       used 68000K, committed 68736K, reserved 1114112K\n"
+    )
+    found = HEAP_USED.search(info)
+    assert found is not None and found.group(1) == "52224"  # the heap's, not Metaspace's
+
+
+def test_a_course_of_points_leaves_out_those_before_the_warm_up() -> None:
+    points = [(0.0, 999 * 1024), (10.0, 100 * 1024), (3610.0, 110 * 1024)]
+    found = course(points, since=5.0)
+    assert found["start_mib"] == 100 and found["end_mib"] == 110 and found["peak_mib"] == 110
+    assert found["slope_mib_h"] == 10.0

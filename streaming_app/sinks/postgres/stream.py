@@ -65,7 +65,8 @@ def configure_postgres(dsn: str | None, stop: threading.Event) -> None:
     _RUNTIME.writers.clear()
 
 
-def _writer(table: str, numeric: bool = False) -> PostgresWriter:
+def writer_for(table: str, numeric: bool = False) -> PostgresWriter:
+    """This driver's writer for a table (one connection, today's DSN), tables created."""
     from streaming_app.sinks.postgres.writer import PostgresWriter
 
     writer = _RUNTIME.writers.get(table)
@@ -85,7 +86,7 @@ def write_window_postgres(
 
     batch_ms = epoch_ms(batch_time)
     rows = rdd.collect()
-    if not _writer(target.table, target.numeric).write_window(batch_ms, rows):
+    if not writer_for(target.table, target.numeric).write_window(batch_ms, rows):
         log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 
@@ -135,7 +136,7 @@ def write_postgres(
     from streaming_app.sinks.commit import mark_written
 
     batch_ms = epoch_ms(batch_time)
-    writer = _writer(target.table, target.numeric)
+    writer = writer_for(target.table, target.numeric)
     progress = writer.last_progress()
     if progress is not None and progress[0] >= batch_ms:
         log.info("batch_time_ms=%d: already in postgres table %s; skipped", batch_ms, target.table)

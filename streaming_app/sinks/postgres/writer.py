@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
+# A progress row as read under its lock: the batch time and the source position recorded.
+Progress = tuple[int, Any]
+# Given the locked progress row (None before the first batch): None if the batch is already
+# written (a replay), else whether its rows are all the totals (replace) or the changes.
+Plan = Callable[[Progress | None], bool | None]
 
 # Every schema creation of this module takes the same lock, so `t` and `public.t` do too.
 _SCHEMA_LOCK = "streaming_app.sinks.postgres.writer schema"
@@ -193,21 +198,27 @@ class PostgresWriter:
     def write_batch(
         self,
         batch_ms: int,
-        rows: Iterable[tuple[str, int]],
+        rows: Iterable[tuple[str, Any]],
         source_position: Any = None,
         replace: bool = False,
+        plan: Plan | None = None,
     ) -> bool:
         """Write the batch's totals and progress in one transaction; False if already written.
 
-        A batch time at or before the recorded one is a replay: it changes nothing. With
-        `replace`, the rows are all the totals: words not among them are deleted.
+        By default a batch time at or before the recorded one is a replay: it changes
+        nothing. With `replace`, the rows are all the totals: words not among them are
+        deleted. `plan`, if given, decides both from the progress row, read under its lock
+        in the same transaction (it may raise SinkError, which rolls the transaction back).
         """
         staged = list(rows)  # a retry writes the same rows again, so an iterator is read once
         position = None if source_position is None else json.dumps(source_position)
 
+        def by_time(previous: Progress | None) -> bool | None:
+            return None if previous is not None and previous[0] >= batch_ms else replace
+
         def write(conn: Connection) -> bool:
             with conn.transaction():
-                return self._write(conn, batch_ms, staged, position, replace)
+                return self._write(conn, batch_ms, staged, position, plan or by_time)
 
         written = self._run(f"writing batch_time_ms={batch_ms} to", write)
         if written:
@@ -304,7 +315,7 @@ class PostgresWriter:
                     ).format(self._window, self.value_type)
                 )
                 previous = self._lock_progress(conn, batch_ms, sink)
-                if previous is not None and previous >= batch_ms:
+                if previous is not None and previous[0] >= batch_ms:
                     return False
                 conn.execute(sql.SQL("DELETE FROM {}").format(self._window))
                 copy_rows = sql.SQL("COPY {} (word, count, window_end_ms) FROM STDIN")
@@ -322,10 +333,10 @@ class PostgresWriter:
 
         return self._run(f"writing the window at batch_time_ms={batch_ms} to", write)
 
-    def _lock_progress(self, conn: Connection, batch_ms: int, sink: str = "") -> int | None:
-        """Lock this sink's progress row (inserting it if absent); its batch time, if any."""
+    def _lock_progress(self, conn: Connection, batch_ms: int, sink: str = "") -> Progress | None:
+        """Lock this sink's progress row (inserting it if absent); what it records, if any."""
         sink = sink or self.table
-        select = sql.SQL("SELECT batch_ms FROM {} WHERE sink = %s FOR UPDATE")
+        select = sql.SQL("SELECT batch_ms, source_position FROM {} WHERE sink = %s FOR UPDATE")
         insert = sql.SQL(
             "INSERT INTO {} (sink, batch_ms, rows_written) VALUES (%s, %s, 0)"
             " ON CONFLICT (sink) DO NOTHING RETURNING sink"
@@ -333,7 +344,7 @@ class PostgresWriter:
         while True:  # twice at most: an insert loses only to a row committed meanwhile
             row = conn.execute(select.format(self._progress), [sink]).fetchone()
             if row is not None:
-                return int(row[0])
+                return int(row[0]), row[1]
             params = [sink, batch_ms]
             if conn.execute(insert.format(self._progress), params).fetchone() is not None:
                 return None  # our uncommitted row: other writers wait on its key
@@ -342,12 +353,12 @@ class PostgresWriter:
         self,
         conn: Connection,
         batch_ms: int,
-        rows: list[tuple[str, int]],
+        rows: list[tuple[str, Any]],
         position: str | None,
-        replace: bool,
+        plan: Plan,
     ) -> bool:
-        previous = self._lock_progress(conn, batch_ms)
-        if previous is not None and previous >= batch_ms:
+        replace = plan(self._lock_progress(conn, batch_ms))
+        if replace is None:
             return False
         if replace and not rows:
             conn.execute(sql.SQL("DELETE FROM {}").format(self._totals))

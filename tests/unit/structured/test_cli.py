@@ -38,9 +38,9 @@ def test_a_missing_extra_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_engine_comes_from_the_environment_too() -> None:
-    env = {"STREAMING_APP_ENGINE": "structured", "STREAMING_APP_METRICS_FILE": "m.jsonl"}
+    env = {"STREAMING_APP_ENGINE": "structured", "STREAMING_APP_WINDOW": "4"}
     result = CliRunner().invoke(cli, ["run"], env=env)
-    assert_usage_error(result, "--engine structured does not support metrics_file")
+    assert_usage_error(result, "--engine structured does not support window")
 
 
 def test_a_dstream_checkpoint_is_recognized(tmp_path: Path) -> None:

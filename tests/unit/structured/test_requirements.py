@@ -48,10 +48,11 @@ def test_a_missing_extra_is_a_usage_error_naming_the_install_command() -> None:
     assert "pyarrow" in str(info.value) and "\n" not in str(info.value)
 
 
-def test_the_slice_runs_files_and_socket_with_files_and_console(tmp_path: object) -> None:
+@pytest.mark.parametrize("sinks", ["files,console", "postgres", "postgres,files,console"])
+def test_the_slice_runs_files_console_and_postgres(sinks: str) -> None:
     config = load_config(
         None,
-        cli={"source": "files", "input_dir": "in", "sinks": "files,console", "output_dir": "out"},
+        cli={"source": "files", "input_dir": "in", "sinks": sinks, "output_dir": "out"},
     )
     assert unsupported(config) == []
     check_supported(config)
@@ -64,6 +65,7 @@ def test_what_the_slice_does_not_run_is_listed_at_once() -> None:
             "source": "kafka",
             "topics": "t",
             "sinks": "postgres,files",
+            "postgres_table": "stats.word_totals",
             "output_dir": "hdfs://nn/out",
             "window": "4",
             "metrics_file": "m.jsonl",
@@ -72,7 +74,9 @@ def test_what_the_slice_does_not_run_is_listed_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         check_supported(config)
     message = str(info.value)
-    for fragment in ("postgres", "window", "metrics_file", "hdfs://nn/out"):
+    for fragment in ("window", "hdfs://nn/out"):
         assert fragment in message
+    assert "postgres" not in message  # the structured engine writes to PostgreSQL
     assert "kafka" not in message  # the structured engine reads Kafka
+    assert "metrics_file" not in message  # and writes the metrics file
     assert info.value.exit_code == EXIT_USAGE

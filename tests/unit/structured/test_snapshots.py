@@ -10,6 +10,7 @@ import pytest
 
 from streaming_app.common.fs import LocalFs
 from streaming_app.errors import CheckpointError, ConfigError
+from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from streaming_app.recovery.snapshots import Manifest
 from streaming_app.settings.loading import load_config
 from streaming_app.structured.seed import SEED_RECORD, plan_seed, read_seed_record, seed_totals
@@ -85,6 +86,8 @@ def test_a_restore_records_its_seed_and_a_restart_before_micro_batch_0_commits_s
     snapshot = _snapshot(tmp_path / "snaps" / "snapshot-1000")
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
+    # The guard's record of an earlier start that planned nothing: still a new checkpoint.
+    (ckpt / STRUCTURED_METADATA_FILE).write_text("{}")
     cli = {"checkpoint_dir": str(ckpt), "restore_from_snapshot": str(tmp_path / "snaps")}
     fs = LocalFs()
     seed = plan_seed(fs, load_config(None, env={}, cli=cli))

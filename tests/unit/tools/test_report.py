@@ -324,3 +324,12 @@ def test_plot_without_matplotlib_says_how_to_install_it(
     assert result.stderr == f"Error: {PLOT_MISSING}\n"
     assert result.stdout == ""
     assert not png.exists()
+
+
+def test_the_engines_that_wrote_the_file_are_named(tmp_path: Path) -> None:
+    old = write(tmp_path, batch(0), batch(1))  # from before the field: the DStream engine's
+    assert "engine            dstream" in format_summary(summarize(read_metrics(old)[0]), 0)
+    both = write(tmp_path, batch(0, engine="dstream"), batch(1, engine="structured", batch_id=0))
+    batches = read_metrics(both)[0]
+    assert [b.batch_id for b in batches] == [None, 0]
+    assert "engine            dstream, structured" in format_summary(summarize(batches), 0)

@@ -279,3 +279,29 @@ def test_cli_inspect_an_unreadable_directory_is_one_line(
     result = CliRunner().invoke(checkpoint, ["inspect", str(root)])
     assert result.exit_code == 2
     assert result.output == f"Error: {root}: Permission denied\n"
+
+
+def test_the_guards_record_is_shown(tmp_path: Path) -> None:
+    from streaming_app.common.fs import LocalFs
+    from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
+    from streaming_app.settings.loading import load_config
+    from streaming_app.structured.guard import guard_checkpoint
+
+    root = tmp_path / "ckpt"
+    assert inspect(build_structured(root))["record"] == {"status": "none", "error": None}
+    cli = {"source": "kafka", "topics": "words", "checkpoint_dir": str(root)}
+    (root / "metadata").rename(root / "metadata.kept")  # a new checkpoint for the guard
+    guard_checkpoint(LocalFs(), load_config(None, {}, cli), 2)
+    (root / "metadata.kept").rename(root / "metadata")
+    report = inspect(root)
+    assert report["record"]["status"] == "ok" and report["record"]["engine"] == "structured"
+    assert report["record"]["settings"]["topics"] == ["words"]
+    text = render_structured(report)
+    assert (
+        "Written by streaming_app " in text and " (engine structured); guarded settings: " in text
+    )
+    assert " job=wordcount " in text and " source=kafka " in text and " topics=words" in text
+    (root / STRUCTURED_METADATA_FILE).write_text("{")
+    report = inspect(root)
+    assert report["record"]["status"] == "unreadable"
+    assert any("a run refuses the checkpoint" in note for note in report["notes"])

@@ -162,6 +162,24 @@ def test_a_connection_lost_mid_transaction_reconnects(monkeypatch: pytest.Monkey
     good.close.assert_called_once()
 
 
+def test_a_plan_decides_from_the_locked_progress_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = fake_connection(last_batch_ms=5000)  # a newer batch time than the one written
+    connect_sequence(monkeypatch, [conn])
+    seen: list[Any] = []
+
+    def plan(previous: Any) -> bool | None:
+        seen.append(previous)
+        return False  # not a replay, though its batch time is older: the plan decides
+
+    writer = PostgresWriter("postgresql://u@127.0.0.1/test", "totals", NoWait())
+    assert writer.write_batch(2000, [("a", 1)], {"context": "q", "batch_id": 1}, plan=plan)
+    assert seen == [(5000, None)]
+    queries = [str(call.args[0]) for call in conn.execute.call_args_list]
+    assert any("FOR UPDATE" in q for q in queries)
+    assert not any("DELETE" in q for q in queries)  # False: the changes, no replace
+    assert writer.write_batch(2000, [("a", 1)], plan=lambda previous: None) is False
+
+
 def test_setting_stop_ends_the_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     stop = NoWait()
 

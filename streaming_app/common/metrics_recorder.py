@@ -1,6 +1,8 @@
 """Per-batch metrics: one JSON line per completed batch, a progress line, a falling-behind warning.
 
-Fed by the StreamingListener (listener.py) on the driver. The format is documented in
+Engine-neutral, on the driver: fed by the DStream engine's StreamingListener
+(driver/listener.py) and the structured engine's StreamingQueryListener
+(structured/listener.py). The format is documented in
 docs/metrics.md and read back by `streaming-app report` (common/metrics_record.py, tools/report.py).
 """
 
@@ -17,6 +19,7 @@ from datetime import datetime, timezone
 
 from streaming_app.common.metrics_record import BatchMetrics, delay_growing
 
+# The logger's name from before the move here: docs and log filters name it.
 log = logging.getLogger("streaming_app.driver.metrics")
 
 # Batches of rising scheduling delay before the app says it cannot keep up.

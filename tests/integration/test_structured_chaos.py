@@ -1,0 +1,102 @@
+"""Chaos on the structured engine: kill -9 the driver's process group (Python, JVM,
+workers) again and again while a producer keeps writing to Kafka; the totals stay exact.
+
+The kills land right after a micro-batch's offsets were logged, while one runs, or at
+random; the final totals equal the ground truth from everything produced, read through
+`streaming-app totals` too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import cli_totals, truth, wait_for_totals
+from tests.integration.kafka_helpers import fresh_topic, read_all
+from tests.integration.test_kafka_chaos import BackgroundProducer, wait_for_new_plan
+from tests.integration.test_structured_kafka import RECOVERED, STARTED, structured_kafka_args
+
+
+def batch_ids(checkpoint: Path, log: str) -> set[int]:
+    """The micro-batch ids of Spark's offsets or commits log."""
+    directory = checkpoint / log
+    return (
+        {int(p.name) for p in directory.iterdir() if p.name.isdigit()}
+        if directory.is_dir()
+        else set()
+    )
+
+
+def planned_not_committed(checkpoint: Path) -> list[int]:
+    return sorted(batch_ids(checkpoint, "offsets") - batch_ids(checkpoint, "commits"))
+
+
+def structured_chaos(
+    dirs: dict[str, Path], start_app: Any, bootstrap: str, kills: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    topic = fresh_topic("sschaos")
+    checkpoint = dirs["checkpoint"]
+    producer = BackgroundProducer(bootstrap, topic, seed)
+    # A cap keeps catch-up micro-batches bounded, so micro-batches run through the kills;
+    # 360 lines a micro-batch against 60 produced a second keeps up with 5 s micro-batches.
+    args = structured_kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "60")
+    app = start_app(*args)
+    app.wait_for_log(STARTED)
+    seen: Counter[str] = Counter()
+    try:
+        for kill, mode in zip(range(kills), itertools.cycle(["after-log", "mid-batch", "random"])):
+            if mode == "after-log":
+                wait_for_new_plan(checkpoint, app)  # within milliseconds of the log entry
+            elif mode == "mid-batch":
+                batch = wait_for_new_plan(checkpoint, app)
+                time.sleep(rng.uniform(0.05, 0.6))
+                if batch not in planned_not_committed(checkpoint):
+                    mode = "after-commit"
+            else:
+                time.sleep(rng.uniform(0.2, 5.0))
+            if planned_not_committed(checkpoint):
+                seen["killed with a planned, uncommitted micro-batch"] += 1
+            seen[mode] += 1
+            planned = bool(batch_ids(checkpoint, "offsets"))
+            app.kill9()
+            time.sleep(rng.uniform(0, 3))  # down time: the producer goes on
+            app = start_app(*args)
+            app.wait_for_log(RECOVERED if planned else STARTED)
+            if planned:
+                assert "Started new query" not in app.log(), f"kill {kill + 1}: a new query"
+    finally:
+        sent = producer.stop()
+    in_topic = sorted(v.decode() for v in read_all(bootstrap, topic) if v is not None)
+    assert in_topic == sorted(sent)
+    expected = truth(sent)
+    wait_for_totals(dirs["output"], expected, app, timeout=240)
+    time.sleep(5)  # more micro-batches: a double count would show now
+    wait_for_totals(dirs["output"], expected, app, timeout=5)
+    assert app.terminate() == 0
+    assert cli_totals(dirs["output"].parent, dirs["output"], "totals") == expected
+    assert planned_not_committed(checkpoint) == []
+    assert seen["after-log"] >= 1, seen
+    assert seen["killed with a planned, uncommitted micro-batch"] >= 1, seen
+    print(f"structured chaos: {kills} kills, {len(sent)} lines, {dict(seen)}")
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_five_times_while_producing_exact_totals(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+) -> None:
+    structured_chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2027)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_kill_9_twenty_five_times_while_producing_exact_totals(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+) -> None:
+    structured_chaos(dirs, start_app, kafka_bootstrap, kills=27, seed=8)

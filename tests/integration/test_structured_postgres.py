@@ -1,0 +1,247 @@
+"""`run --engine structured --sink postgres` with real Spark and a real PostgreSQL: exact
+totals while files keep arriving, across kill -9 of the driver's process group (twice) and
+restarts; the progress row names the last micro-batch; a micro-batch PostgreSQL has but
+Spark did not commit is replayed and skipped; a table another run wrote meanwhile stops the
+run; no password of the DSN in the checkpoint or the logs; the keyed sum exact in a
+numeric column."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from streaming_app.errors import SinkError
+from streaming_app.sinks.postgres.writer import read_progress, read_totals
+from streaming_app.structured.query_log import parse_batch_timestamp
+from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
+from tests.integration.pg_helpers import postgres_config
+
+pytestmark = pytest.mark.timeout(900)
+
+STARTED = r"Started new query id=\S+ on checkpoint"
+RECOVERED = r"Recovered query id=\S+ from checkpoint .*: micro-batches up to \S+ committed"
+SECRET = "pg-pw-9c41e7"
+SKIPPED = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed, postgres: already written"
+
+
+def structured_pg_args(dirs: dict[str, Path], dsn: str, table: str, *extra: str) -> list[str]:
+    """A run of the structured engine with the postgres sink only (the files source unless
+    `extra` says otherwise)."""
+    config = postgres_config(dirs["checkpoint"].parent, dsn)  # the DSN never on a command line
+    return [
+        "--engine", "structured", "--config", str(config),
+        "--source", "files", "--input-dir", str(dirs["input"]),
+        "--checkpoint-dir", str(dirs["checkpoint"]),
+        "--sink", "postgres", "--postgres-table", table,
+        "--batch-interval", "1", "--spark-conf", "spark.ui.enabled=false", *extra,
+    ]  # fmt: skip
+
+
+class Feeder(threading.Thread):
+    """Moves a new file of random words into the input directory every `pause` seconds."""
+
+    def __init__(self, input_dir: Path, rng: random.Random, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.input_dir, self.rng, self.pause = input_dir, rng, pause
+        self.texts: list[str] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            text = make_text(self.rng, 20)
+            drop_file(self.input_dir, f"f{len(self.texts):04d}.txt", text.encode())
+            self.texts.append(text)
+            self.halt.wait(self.pause)
+
+    def stop(self) -> list[str]:
+        self.halt.set()
+        self.join(timeout=30)
+        assert not self.is_alive()
+        return self.texts
+
+
+def with_unchecked_password(dsn: str) -> str:
+    """The DSN with a password if it has none: the local test server (trust) ignores it,
+    so a test can look for it in the checkpoint and the logs."""
+    if conninfo_to_dict(dsn).get("password"):
+        return dsn
+    return make_conninfo(dsn, password=SECRET)
+
+
+def progress_of(dsn: str, table: str) -> dict[str, Any] | None:
+    """The progress row, None before the sink created its tables."""
+    try:
+        return read_progress(dsn, table)
+    except SinkError:
+        return None
+
+
+def recorded_batch(dsn: str, table: str) -> int:
+    progress = progress_of(dsn, table)
+    return -1 if progress is None else int(progress["source_position"]["batch_id"])
+
+
+def wait_for_batch(dsn: str, table: str, batch_id: int, app: App, timeout: float = 120) -> int:
+    """Wait until the progress row records micro-batch `batch_id` or a later one."""
+    deadline = time.monotonic() + timeout
+    while (found := recorded_batch(dsn, table)) < batch_id:
+        if app.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"micro-batch {found} recorded, not {batch_id}:\n{app.log()}")
+        time.sleep(0.2)
+    return found
+
+
+def wait_for_pg_totals(
+    dsn: str, table: str, expected: dict[str, Any], app: App, timeout: float = 120
+) -> None:
+    deadline = time.monotonic() + timeout
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline and app.proc.poll() is None:
+        try:
+            seen = read_totals(dsn, table)
+        except SinkError:  # no table before the first micro-batch
+            seen = {}
+        if seen == expected:
+            return
+        time.sleep(0.3)
+    diff = {k: (seen.get(k), expected.get(k)) for k in set(seen) | set(expected)}
+    diff = {k: v for k, v in diff.items() if v[0] != v[1]}
+    raise AssertionError(f"totals differ (seen, expected): {diff}\n{app.log()[-4000:]}")
+
+
+def last_committed(checkpoint: Path) -> int:
+    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+
+
+def test_exact_while_files_arrive_across_kill_9_and_restarts(
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    table = f"{pg_schema}.word_totals"
+    args = structured_pg_args(dirs, with_unchecked_password(pg_dsn), table)
+    rng = random.Random(31)
+    drop_file(dirs["input"], "before-start.txt", make_text(rng, 20).encode())
+    feeder = Feeder(dirs["input"], rng, pause=0.4)
+    feeder.texts.append((dirs["input"] / "before-start.txt").read_text())
+    app = start_app(*args)
+    app.wait_for_log(STARTED)
+    feeder.start()
+    try:
+        for kill in range(2):
+            # Kill -9 at some moment of a micro-batch: writing to PostgreSQL, or between
+            # its commit there and Spark's commit log.
+            recorded = wait_for_batch(pg_dsn, table, recorded_batch(pg_dsn, table) + 2, app)
+            time.sleep(rng.uniform(0.1, 1.5))
+            app.kill9()
+            time.sleep(1)  # files keep arriving while it is down
+            app = start_app(*args)
+            app.wait_for_log(RECOVERED)
+            assert "Started new query" not in app.log(), kill
+            wait_for_batch(pg_dsn, table, recorded + 1, app)
+        time.sleep(2)
+    finally:
+        texts = feeder.stop()
+    wait_for_pg_totals(pg_dsn, table, truth(texts), app)
+    assert app.terminate() == 0
+    assert "Traceback" not in app.log()
+    assert read_totals(pg_dsn, table) == truth(texts)
+
+    # The progress row records the last micro-batch: its id, its time in the offsets log,
+    # the query (the id in the checkpoint's metadata).
+    checkpoint = dirs["checkpoint"]
+    last = last_committed(checkpoint)
+    query = json.loads((checkpoint / "metadata").read_text())["id"]
+    progress = read_progress(pg_dsn, table)
+    assert progress is not None
+    assert progress["source_position"] == {"context": query, "batch_id": last}
+    assert progress["batch_ms"] == parse_batch_timestamp(
+        (checkpoint / "offsets" / str(last)).read_bytes()
+    )
+
+    # A kill after PostgreSQL's commit and before Spark's: Spark runs the micro-batch
+    # again with the same files; the sink skips it.
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    replay = start_app(*args)
+    assert int(replay.wait_for_log(SKIPPED).group(1)) == last
+    assert read_totals(pg_dsn, table) == truth(texts)
+    texts.append(make_text(rng, 20))
+    drop_file(dirs["input"], "after-replay.txt", texts[-1].encode())
+    wait_for_pg_totals(pg_dsn, table, truth(texts), replay)
+    assert replay.terminate() == 0
+    progress = read_progress(pg_dsn, table)
+    assert progress is not None and progress["source_position"]["batch_id"] == last + 1
+
+    # The table written by another run meanwhile: the next micro-batch has only its
+    # changes, not every total, and stops the run with one line (the table untouched).
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET source_position = %s::jsonb").format(
+                sql.Identifier(pg_schema, "word_totals_progress")
+            ),
+            ['{"context": "another-run"}'],
+        )
+    drop_file(dirs["input"], "after-another-run.txt", make_text(rng, 20).encode())
+    refused = start_app(*args)
+    assert refused.wait(timeout=240) == 1
+    assert re.search(
+        rf"Error: postgres sink: micro-batch {last + 2} of query {query} needs every total, "
+        rf"but table {table} holds the totals of another run",
+        refused.log(),
+    ), refused.log()[-4000:]
+    assert read_totals(pg_dsn, table) == truth(texts)
+    for path in [*dirs["checkpoint"].rglob("*"), *tmp_path.glob("run*.*")]:
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+HEADER = "region,amount"
+
+
+def test_keyed_sum_exact_in_a_numeric_column(
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str
+) -> None:
+    table = f"{pg_schema}.sums"
+    app = start_app(
+        *structured_pg_args(dirs, pg_dsn, table), "--job", "keyed-sum", "--csv-fields", HEADER,
+        "--key-field", "region", "--value-field", "amount",
+    )  # fmt: skip
+    app.wait_for_log(STARTED)
+    drop_file(dirs["input"], "s1.csv", f"{HEADER}\neu,0.1\nus,10\neu,0.2\n".encode())
+    wait_for_pg_totals(pg_dsn, table, {"eu": Decimal("0.3"), "us": Decimal(10)}, app)
+    drop_file(dirs["input"], "s2.csv", b"eu,123456789012345678.000000000001\nus,-0.5\n")
+    expected = {"eu": Decimal("123456789012345678.300000000001"), "us": Decimal("9.5")}
+    wait_for_pg_totals(pg_dsn, table, expected, app)
+    assert app.terminate() == 0
+
+
+def test_kafka_micro_batches_record_their_end_offsets(
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, kafka_bootstrap: str
+) -> None:
+    topic = fresh_topic("sspg")
+    table = f"{pg_schema}.word_totals"
+    sent = make_text(random.Random(37), 200).splitlines()
+    send(kafka_bootstrap, topic, sent, partitions=3)
+    kafka = ["--source", "kafka", "--bootstrap-servers", kafka_bootstrap, "--topics", topic]
+    app = start_app(*structured_pg_args(dirs, pg_dsn, table, *kafka, "--batch-interval", "2"))
+    app.wait_for_log(STARTED)
+    wait_for_pg_totals(pg_dsn, table, truth(sent), app)
+    assert app.terminate() == 0
+    progress = read_progress(pg_dsn, table)
+    assert progress is not None
+    ends = end_offsets(kafka_bootstrap, topic)
+    assert len(ends) == 3
+    # Spark's offsets log and the row agree, in the DStream engine's form.
+    assert progress["source_position"]["kafka"] == [[topic, p, ends[p]] for p in sorted(ends)]
+    assert progress["source_position"]["batch_id"] == last_committed(dirs["checkpoint"])

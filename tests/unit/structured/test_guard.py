@@ -1,0 +1,167 @@
+"""The structured engine's checkpoint guard: its record, what it refuses, what it lets pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_app.common.fs import LocalFs
+from streaming_app.errors import EXIT_CHECKPOINT, CheckpointError
+from streaming_app.recovery.guard import structured_checkpoint
+from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE, read_metadata
+from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.guard import guard_checkpoint, guarded_settings
+
+ENTRY = (
+    'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000001234,"conf":{'
+    '"spark.sql.shuffle.partitions":"3"}}\n{"logOffset":0}\n'
+)
+
+
+def config(ckpt: Path, spark_conf: str | None = None, **cli: Any) -> AppConfig:
+    given = {"source": "files", "input_dir": "/data/in", "checkpoint_dir": str(ckpt), **cli}
+    conf = (spark_conf,) if spark_conf else ()
+    return load_config(None, {}, {k: str(v) for k, v in given.items()}, conf)
+
+
+def snapshot(ckpt: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(ckpt)): p.read_bytes() for p in ckpt.rglob("*") if p.is_file()}
+
+
+def started(ckpt: Path) -> None:
+    """What Spark leaves once the query ran a micro-batch."""
+    (ckpt / "metadata").write_text('{"id":"0f6c2a52-aaaa-bbbb-cccc-000000000000"}\n')
+    (ckpt / "offsets").mkdir()
+    (ckpt / "offsets" / "0").write_text(ENTRY)
+
+
+def test_a_new_checkpoint_gets_the_record_of_its_settings(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    record = read_metadata(LocalFs(), str(ckpt), STRUCTURED_METADATA_FILE)
+    assert record is not None and record.engine == "structured"
+    assert record.settings == {
+        "job": "wordcount",
+        "source": "files",
+        "input_dir": "/data/in",
+        "token_pattern": record.settings["token_pattern"],
+        "lowercase": True,
+        "state_partitions": 2,
+    }
+    raw = json.loads((ckpt / STRUCTURED_METADATA_FILE).read_text())
+    assert raw["engine"] == "structured" and raw["spark_version"] and raw["app_version"]
+    # Spark's own `metadata` is left alone, and the directory counts as this engine's.
+    assert not (ckpt / "metadata").exists()
+    assert structured_checkpoint(LocalFs(), str(ckpt))
+
+
+def test_compatible_changes_pass(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    before = snapshot(ckpt)
+    changed = config(
+        ckpt,
+        batch_interval=5,
+        sinks="console",
+        top_n=3,
+        spark_conf="spark.sql.shuffle.partitions=2",
+    )
+    guard_checkpoint(LocalFs(), changed, 8)  # other cores now: the checkpoint keeps 2
+    assert snapshot(ckpt) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"input_dir": "/data/other"}, "input_dir /data/in -> /data/other"),
+        ({"lowercase": "false"}, "lowercase True -> False"),
+        ({"token_pattern": "[a-z]+"}, "token_pattern "),
+        (
+            {"spark_conf": "spark.sql.shuffle.partitions=4"},
+            "spark.sql.shuffle.partitions (the state partitions) 2 -> 4",
+        ),
+        (
+            {"job": "keyed-sum", "csv_fields": "k,v", "key_field": "k", "value_field": "v"},
+            "job wordcount -> keyed-sum",
+        ),
+        ({"source": "socket"}, "source files -> socket"),
+    ],
+)
+def test_an_incompatible_change_exits_3_naming_it_and_touching_nothing(
+    tmp_path: Path, change: dict[str, str], named: str
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    before = snapshot(ckpt)
+    with pytest.raises(CheckpointError) as info:
+        guard_checkpoint(LocalFs(), config(ckpt, **change), 2)
+    message = str(info.value)
+    assert info.value.exit_code == EXIT_CHECKPOINT
+    assert message.startswith(f"checkpoint {ckpt} cannot be used by this run: ")
+    assert named in message, message
+    assert "run with the settings that wrote it" in message and "new checkpoint_dir" in message
+    assert "\n" not in message
+    assert snapshot(ckpt) == before
+
+
+def test_the_key_settings_of_the_other_job_are_not_compared(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    guard_checkpoint(LocalFs(), config(ckpt, csv_delimiter=";", topics="t"), 2)
+    kafka = guarded_settings(config(ckpt, source="kafka", topics="b,a"), 2)
+    assert kafka["topics"] == ["a", "b"] and "input_dir" not in kafka
+
+
+def test_a_checkpoint_from_before_the_guard_is_recorded_with_its_state_partitions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    started(ckpt)
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    assert "has no streaming_app record" in caplog.text
+    record = read_metadata(LocalFs(), str(ckpt), STRUCTURED_METADATA_FILE)
+    assert record is not None and record.settings["state_partitions"] == 3  # the offsets log's
+    with pytest.raises(CheckpointError, match="input_dir /data/in -> /x"):
+        guard_checkpoint(LocalFs(), config(ckpt, input_dir="/x"), 2)
+
+
+def test_another_spark_minor_version_is_refused(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    path = ckpt / STRUCTURED_METADATA_FILE
+    record = json.loads(path.read_text())
+    import pyspark
+
+    major, minor_, _ = pyspark.__version__.split(".", 2)
+    path.write_text(json.dumps({**record, "spark_version": f"{major}.{int(minor_) - 1}.0"}))
+    with pytest.raises(CheckpointError, match=r"spark version \d+\.\d+\.0 -> "):
+        guard_checkpoint(LocalFs(), config(ckpt), 2)
+    path.write_text(json.dumps({**record, "spark_version": f"{major}.{minor_}.99"}))
+    guard_checkpoint(LocalFs(), config(ckpt), 2)  # a patch release passes
+
+
+def test_before_the_first_micro_batch_the_settings_may_still_change(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guard_checkpoint(LocalFs(), config(ckpt, input_dir="/mistyped"), 2)
+    (ckpt / "metadata").write_text('{"id":"0f6c2a52-aaaa-bbbb-cccc-000000000000"}\n')
+    guard_checkpoint(LocalFs(), config(ckpt), 2)  # stopped before any micro-batch: fixed
+    record = read_metadata(LocalFs(), str(ckpt), STRUCTURED_METADATA_FILE)
+    assert record is not None and record.settings["input_dir"] == "/data/in"
+
+
+def test_an_unreadable_record_says_what_to_do(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    started(ckpt)
+    (ckpt / STRUCTURED_METADATA_FILE).write_text("{not json")
+    with pytest.raises(CheckpointError, match="remove that file"):
+        guard_checkpoint(LocalFs(), config(ckpt), 2)
