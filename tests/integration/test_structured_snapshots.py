@@ -107,7 +107,8 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
 ) -> None:
     rng = random.Random(37)
     topic = fresh_topic("tostruct")
-    sent = lines_of(rng, 200)
+    # A word only the DStream run reads: the files sink's first base has it from the seed.
+    sent = ["dstreamonly words"] + lines_of(rng, 200)
     send(kafka_bootstrap, topic, sent, partitions=3)
     old = dirs["checkpoint"]
     dstream = start_app(*kafka_args(dirs, kafka_bootstrap, topic, "--snapshot-interval", "4"))
@@ -187,5 +188,51 @@ def test_files_snapshot_lists_its_files_and_restores_into_a_new_structured_query
     assert int(line.group(1)) == len(counted)
     drop("after.txt")
     wait_for_totals(tmp_path / "output-2", truth(list(texts.values())), restored)
+    assert restored.terminate() == 0
+    assert "Traceback" not in restored.log()
+
+
+def test_a_restored_query_puts_the_seed_into_a_new_postgres_table(
+    dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    from tests.integration.harness import drop_file, make_text
+    from tests.integration.test_structured_engine import structured_args
+    from tests.integration.test_structured_postgres import structured_pg_args, wait_for_pg_totals
+
+    rng = random.Random(43)
+    texts: list[str] = []
+
+    def drop(name: str) -> None:
+        texts.append(make_text(rng, 20))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    first = start_app(*structured_args(dirs, "--snapshot-interval", "1"))
+    first.wait_for_log(r"Started new query")
+    texts.append("seedonly words seedonly")  # in no other file: in micro-batch 0's snapshot
+    drop_file(dirs["input"], "first.txt", texts[-1].encode())
+    deadline = time.monotonic() + 240
+    while not re.search(SNAPSHOT, first.log()):  # micro-batch N writes N-1's
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
+        drop(f"a{len(texts)}.txt")
+        time.sleep(1.5)
+    assert first.terminate() == 0
+    # The files the snapshot holds leave input_dir: the restored query never reads them,
+    # so their words reach the table only through the seed.
+    found = latest_snapshot(LocalFs(), str(dirs["checkpoint"] / "snapshots"))
+    assert found is not None and "first.txt" in found[1].files()
+    (tmp_path / "archive").mkdir()
+    for name in found[1].files():
+        (dirs["input"] / name).rename(tmp_path / "archive" / name)
+
+    # Micro-batch 0 of the restored query replaces the table: the seed and its changes.
+    table = f"{pg_schema}.word_totals"
+    restored = start_app(
+        *structured_pg_args(dirs, pg_dsn, table),
+        "--checkpoint-dir", str(tmp_path / "checkpoint-pg"),
+        "--restore-from-snapshot", str(dirs["checkpoint"]),
+    )  # fmt: skip
+    restored.wait_for_log(r"Seeding the new query from snapshot")
+    drop("after.txt")
+    wait_for_pg_totals(pg_dsn, table, truth(texts), restored, timeout=150)
     assert restored.terminate() == 0
     assert "Traceback" not in restored.log()
