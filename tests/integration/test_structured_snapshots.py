@@ -108,7 +108,7 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
     rng = random.Random(37)
     topic = fresh_topic("tostruct")
     # A word only the DStream run reads: the files sink's first base has it from the seed.
-    sent = ["dstreamonly words"] + lines_of(rng, 200)
+    sent = ["dstreamonly words", *lines_of(rng, 200)]
     send(kafka_bootstrap, topic, sent, partitions=3)
     old = dirs["checkpoint"]
     dstream = start_app(*kafka_args(dirs, kafka_bootstrap, topic, "--snapshot-interval", "4"))
