@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import join
 from streaming_app.jobs.counting import pre_aggregated, reduce_functions, values_only
@@ -75,19 +75,30 @@ def seed_state(
         present = visible_names(HadoopFs(sc, config.input_dir).list_names(config.input_dir))
         extra = sorted(name for name in present if name not in counted)
     if extra:
-        assert config.input_dir is not None
-        lines = sc.union([sc.textFile(hadoop_literal(join(config.input_dir, n))) for n in extra])
-        counts = values_only(pre_aggregated(lines, config), config)
-        totals = totals.union(counts).reduceByKey(reduce_functions(config)[0])
+        totals = totals.union(files_counts(sc, config, extra)).reduceByKey(
+            reduce_functions(config)[0]
+        )
     log.info(
-        "Seeding the new context from snapshot %s: batch_time_ms=%d words=%d total=%s%s%s",
+        "Seeding the new context from snapshot %s: %s%s",
         seed.path,
-        seed.manifest.batch_time_ms,
-        seed.manifest.words,
-        seed.manifest.total,
-        f" starting_offsets={starting_offsets_spec(seed.manifest, config.topics)}"
-        if config.source == "kafka"
-        else "",
+        describe_seed(seed, config),
         f"; plus {len(extra)} input file(s) the snapshot does not include" if extra else "",
     )
     return totals, frozenset(extra)
+
+
+def files_counts(sc: SparkContext, config: AppConfig, names: list[str]) -> RDD[tuple[str, Any]]:
+    """The job's (key, count or sum) pairs of the named files of `input_dir`, reduced per key."""
+    assert config.input_dir is not None
+    lines = sc.union([sc.textFile(hadoop_literal(join(config.input_dir, n))) for n in names])
+    counts: RDD[tuple[str, Any]] = values_only(pre_aggregated(lines, config), config)
+    return counts
+
+
+def describe_seed(seed: Seed, config: AppConfig) -> str:
+    """A seed's figures for the start-up line (and where Kafka resumes)."""
+    manifest = seed.manifest
+    text = f"batch_time_ms={manifest.batch_time_ms} words={manifest.words} total={manifest.total}"
+    if config.source == "kafka":
+        text += f" starting_offsets={starting_offsets_spec(manifest, config.topics)}"
+    return text

@@ -36,6 +36,7 @@ from streaming_app.sources.positions import batch_position, files_read_between
 if TYPE_CHECKING:
     from pyspark import RDD
 
+    from streaming_app.common.hadoop_fs import HadoopFs
     from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
 
     fs = HadoopFs(rdd.context, settings.directory)
     times = snapshot_times(fs, settings.directory)
-    if _needless(fs, times, batch_ms, settings):
+    if needless(fs, times, batch_ms, settings):
         return None
     log_fs = HadoopFs(rdd.context, settings.checkpoint_dir)
     position = _position(rdd, batch_ms, settings, fs, log_fs, times)
@@ -112,23 +113,30 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
         position=position,
         context_id=settings.context_id,
     )
-    fs.publish_dir(temp, final)
-    # The manifest last, as the commit marker: a directory rename is a copy on object
-    # stores, and a snapshot without its manifest is never restored from.
-    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
-    fs.write_atomic(join(final, MANIFEST), body.encode("utf-8"))
-    names = fs.list_names(settings.directory)
-    doomed = to_prune(names, settings.keep, batch_ms)
-    for name in doomed:
-        fs.delete(join(settings.directory, name))
-    kept = sorted(t for n in names if n not in doomed and (t := snapshot_batch(n)) is not None)
+    kept = publish(fs, settings, temp, final, manifest)
     if settings.source == "files" and kept:
         # Entries that the oldest kept snapshot already includes are not needed any more.
         InputFilesLog(log_fs, settings.checkpoint_dir).prune(kept[0] + 1)
     return final
 
 
-def _needless(fs: FileSystem, times: list[int], batch_ms: int, settings: SnapshotSettings) -> bool:
+def publish(
+    fs: HadoopFs, settings: SnapshotSettings, temp: str, final: str, manifest: Manifest
+) -> list[int]:
+    """Rename a written snapshot into place, write its manifest last, prune; the kept times."""
+    fs.publish_dir(temp, final)
+    # The manifest last, as the commit marker: a directory rename is a copy on object
+    # stores, and a snapshot without its manifest is never restored from.
+    body = json.dumps(manifest.to_json(), sort_keys=True) + "\n"
+    fs.write_atomic(join(final, MANIFEST), body.encode("utf-8"))
+    names = fs.list_names(settings.directory)
+    doomed = to_prune(names, settings.keep, manifest.batch_time_ms)
+    for name in doomed:
+        fs.delete(join(settings.directory, name))
+    return sorted(t for n in names if n not in doomed and (t := snapshot_batch(n)) is not None)
+
+
+def needless(fs: FileSystem, times: list[int], batch_ms: int, settings: SnapshotSettings) -> bool:
     """A batch replayed after recovery: its snapshot is there already, or would be pruned."""
     if sum(1 for t in times if t > batch_ms) >= settings.keep:
         return True

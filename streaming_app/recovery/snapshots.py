@@ -85,7 +85,8 @@ class Manifest:
     total: int | str  # a word count, or the keyed-sum job's exact sum as a string
     # {"kafka": [[topic, partition, next_offset], ...]} or {"files": [name, ...]} or {}
     position: dict[str, Any] = field(default_factory=dict)
-    context_id: str = ""  # the checkpoint metadata's app_id: which run wrote it
+    context_id: str = ""  # the checkpoint metadata's app_id (DStreams), the query id (structured)
+    engine: str = "dstream"  # which engine wrote it (manifests before 0.4 have no such key)
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as written to the file."""

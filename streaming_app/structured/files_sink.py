@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import SinkError
@@ -46,14 +47,20 @@ def written_kind(fs: HadoopFs, settings: FilesSettings, batch_ms: int) -> str | 
     return None
 
 
-def totals_before(settings: FilesSettings, batch_id: int, previous_ms: int) -> dict[str, Any]:
+def totals_before(
+    settings: FilesSettings,
+    batch_id: int,
+    previous_ms: int,
+    initial: Callable[[], dict[str, Any]] = dict,
+) -> dict[str, Any]:
     """Every total as of the micro-batch before (at previous_ms), from the output directory.
 
-    Micro-batch 0 starts from an empty state. SinkError if the output does not reach the
-    micro-batch before: this slice cannot read the totals from the state store.
+    Micro-batch 0 starts from `initial()`: empty, or a restored snapshot's totals. SinkError
+    if the output does not reach the micro-batch before: this slice cannot read the totals
+    from the state store.
     """
     if batch_id == 0:
-        return {}
+        return initial()
     reached, totals = read_chain(settings.output_dir)
     link = read_link(os.path.join(settings.output_dir, totals_name(previous_ms, DELTA)))
     link = link or read_link(os.path.join(settings.output_dir, totals_name(previous_ms, TOTALS)))
@@ -73,6 +80,7 @@ def write_files(
     batch_ms: int,
     previous_ms: int,
     changes: list[tuple[str, Any]],
+    initial: Callable[[], dict[str, Any]] = dict,
 ) -> str:
     """Write a micro-batch's delta (its changed totals) or base; returns its kind."""
     kind = written_kind(fs, settings, batch_ms)
@@ -86,7 +94,7 @@ def write_files(
         return kind
 
     def write_base(temp: str) -> None:
-        totals = totals_before(settings, batch_id, previous_ms)
+        totals = totals_before(settings, batch_id, previous_ms, initial)
         totals.update(changes)
         write_collected(fs, temp, sorted(totals.items()))
 

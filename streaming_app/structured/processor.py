@@ -61,5 +61,9 @@ class RunningTotals(StatefulProcessor):
         self.total.update((after,))
         yield Row(key=word, total=after)
 
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N802, N803 (Spark's names)
+        """Seed the key's total from a restored snapshot (micro-batch 0 of a new query only)."""
+        self.total.update((initialState.total,))
+
     def close(self) -> None:
         """Nothing to release."""

@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
+from streaming_app.recovery.restore import seeded_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
 from streaming_app.structured.pairs import pairs_of
 from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
+from streaming_app.structured.seed import initial_state, plan_seed
 from streaming_app.structured.sinks import BatchSinks
+from streaming_app.structured.snapshot_writer import with_snapshots
 from streaming_app.structured.source import lines_of
 
 if TYPE_CHECKING:
@@ -48,23 +51,36 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
             f"{checkpoint} is a checkpoint of the DStream engine; run it with --engine "
             "dstream, or give --engine structured a new checkpoint_dir"
         )
+    seed = plan_seed(fs, config)  # before the guard writes its record into a new checkpoint
     guard_checkpoint(fs, config, int(spark.conf.get(SHUFFLE_PARTITIONS) or 0))
     planned = last_batch(fs, join(checkpoint, OFFSETS))
     committed = last_batch(fs, join(checkpoint, COMMITS))
+    if seed is not None:  # the initial state applies in micro-batch 0 only
+        config = seeded_config(config, seed)
+        seeded = initial_state(spark, config, seed).groupBy("key")
+    keyed = pairs_of(lines_of(spark, config), config).groupBy("key")
+    processor = RunningTotals(config.job)
     totals = (
-        pairs_of(lines_of(spark, config), config)
-        .groupBy("key")
-        .transformWithState(RunningTotals(config.job), TOTALS_SCHEMA, "Update", "None")
+        keyed.transformWithState(processor, TOTALS_SCHEMA, "Update", "None")
+        if seed is None
+        else keyed.transformWithState(
+            processor, TOTALS_SCHEMA, "Update", "None", initialState=seeded
+        )
     )
     query = (
         totals.writeStream.outputMode("update")
-        .foreachBatch(BatchSinks(config))
+        .foreachBatch(with_snapshots(BatchSinks(config), config))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{config.batch_ms} milliseconds")
         .start()
     )
     if planned is None:
-        log.info("Started new query id=%s on checkpoint %s", query.id, checkpoint)
+        log.info(
+            "Started new query id=%s on checkpoint %s%s",
+            query.id,
+            checkpoint,
+            f" seeded from snapshot {seed.path}" if seed else "",
+        )
     else:
         log.info(
             "Recovered query id=%s from checkpoint %s: micro-batches up to %s committed, "

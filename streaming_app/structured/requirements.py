@@ -66,8 +66,6 @@ def unsupported(config: AppConfig) -> list[str]:
     found = []
     if config.window is not None:
         found.append("window")
-    if config.restore_from_snapshot:
-        found.append("restore_from_snapshot")
     if "files" in config.sinks and config.output_dir and not is_local_path(config.output_dir):
         found.append(f"output_dir {config.output_dir} (a local path only)")
     return found

@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from streaming_app.errors import CheckpointError
@@ -26,6 +27,7 @@ from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.processor import parse_number
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
+from streaming_app.structured.seed import seed_totals
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,6 +60,8 @@ class BatchSinks:
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
+        # A restored query's totals before micro-batch 0: the snapshot's ({} for a new one).
+        seeded = partial(seed_totals, checkpoint, config.checkpoint_dir)
         written = []
         for sink in config.sinks:
             if sink == "console":
@@ -68,12 +72,14 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                kind = write_files(fs, settings, batch_id, batch_ms, before, changes)
+                kind = write_files(fs, settings, batch_id, batch_ms, before, changes, seeded)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
-                done = write_postgres(config, context, batch_id, batch_ms, changes, offset)
+                # Micro-batch 0 replaces the table: a restored query's with the seed too.
+                rows = sorted({**seeded(), **dict(changes)}.items()) if batch_id == 0 else changes
+                done = write_postgres(config, context, batch_id, batch_ms, rows, offset)
                 written.append(f"postgres: {done}")
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",

@@ -20,7 +20,7 @@ Read with plain file reads through the CheckpointFs, no JVM. The report's keys a
   (tools/structured_state.py: `operator_id`, `name`, `state_variables`, `partitions`,
   `declared_partitions`, `size_bytes`, `latest_version`, `oldest_latest_version`,
   `partition_details`: `partition`, `size_bytes`, `latest_version`; and `error`).
-- `snapshots`, `sizes`: as for a DStream checkpoint (this engine writes no snapshots yet).
+- `snapshots`, `sizes`: as for a DStream checkpoint.
 - `notes`: things worth a look, as sentences.
 """
 
