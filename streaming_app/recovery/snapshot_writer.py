@@ -74,16 +74,20 @@ def write_snapshot(
         if path is None:
             return
     except Exception as exc:  # the checkpoint still protects the state; retried next time
-        log.warning(
-            "batch_time_ms=%d: could not write the state snapshot to %s (%s); the next "
-            "one is due in %g s",
-            batch_ms,
-            settings.directory,
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-            settings.interval_ms / 1000,
-        )
+        warn_failed(f"batch_time_ms={batch_ms}", settings.directory, exc, settings.interval_ms)
         return
     log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
+
+
+def warn_failed(batch: str, directory: str, exc: Exception, interval_ms: int) -> None:
+    """The warning for a snapshot that could not be written (either engine's)."""
+    log.warning(
+        "%s: could not write the state snapshot to %s (%s); the next one is due in %g s",
+        batch,
+        directory,
+        str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        interval_ms / 1000,
+    )
 
 
 def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSettings) -> str | None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app import __version__
 from streaming_app.common.fs import FileSystem, join
-from streaming_app.recovery.snapshot_writer import SnapshotSettings, needless, publish
+from streaming_app.recovery.snapshot_writer import SnapshotSettings, needless, publish, warn_failed
 from streaming_app.recovery.snapshots import (
     TEMP_PREFIX,
     Manifest,
@@ -83,14 +83,7 @@ def write_snapshot(spark: SparkSession, config: AppConfig, batch_id: int) -> Non
     try:
         path = _write(spark, config, batch_id)
     except Exception as exc:  # the checkpoint still protects the state; retried next time
-        log.warning(
-            "batch_id=%d: could not write the state snapshot to %s (%s); the next one is "
-            "due after %g s",
-            batch_id,
-            config.snapshots_at,
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-            config.snapshot_ms / 1000,
-        )
+        warn_failed(f"batch_id={batch_id}", config.snapshots_at, exc, config.snapshot_ms)
         return
     if path is not None:
         log.info("wrote state snapshot batch_id=%d path=%s", batch_id, path)
