@@ -40,10 +40,12 @@ def wait_for_counted(app: AppRun, lines: int, timeout: float) -> None:
     app.wait_for(lambda _: sum(records_by_batch(app.metrics).values()) >= lines, timeout)
 
 
-def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> Any:
-    """Seconds from a restart after kill -9 to its first batch, and to catching up a backlog."""
+def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int, *extra: str) -> Any:
+    """Seconds from a restart after kill -9 to its first batch, and to catching up a backlog.
+
+    extra: more arguments of the app (`--engine structured`)."""
     topic = load_topic(bootstrap, 1000, seed=2)
-    args = kafka_args(workdir / "recovery", bootstrap, topic, "--checkpoint-interval", "10")
+    args = kafka_args(workdir / "recovery", bootstrap, topic, "--checkpoint-interval", "10", *extra)
     sent = 1000
     app = AppRun.start(workdir, "recovery", args)
     first: list[float] = []

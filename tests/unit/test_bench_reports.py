@@ -156,3 +156,26 @@ def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
         in text
     )
     assert "Python worker processes: 3 to 3." in text
+
+
+def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
+    from bench.engines import engines_report
+
+    def row(lines: int, engine: str, words: int, idle: float | None) -> dict[str, Any]:
+        return {"batch_lines": lines, "engine": engine, "mean_words_per_s": words,
+                "ratio": round(words / 1_000_000, 2), "processing_s": 0.5, "idle_s": idle,
+                "runs": 2, "runs_mean_words_per_s": [words, words]}  # fmt: skip
+
+    restart = {"first_batch_median_s": 9.1, "first_batch_s": [9.0, 9.1, 9.3],
+               "caught_up_median_s": 12.0}  # fmt: skip
+    found = {"baseline_words_per_s": 1_000_000, "baseline_lines": 200_000,
+             "rows": [row(60_000, "structured", 700_000, None),
+                      row(60_000, "dstream", 1_100_000, 0.2)],
+             "recovery": {"dstream": restart, "structured": {**restart,
+                          "first_batch_median_s": 25.0}}}  # fmt: skip
+    text = "\n".join(engines_report(found))
+    assert "did 1,000,000 words/s in the same invocation" in text
+    assert "| 60,000 | dstream | 1,100,000 | 1.1 | 0.5 s | 0.2 s | 1,100,000, 1,100,000 |" in text
+    assert "| 60,000 | structured | 700,000 | 0.7 | 0.5 s | none runs |" in text
+    assert text.index("| 60,000 | dstream |") < text.index("| 60,000 | structured |")
+    assert "| structured | 25.0 s | 9.0, 9.1, 9.3 | 12.0 s |" in text
