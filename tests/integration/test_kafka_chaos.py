@@ -74,9 +74,18 @@ class BackgroundProducer:
         return self.sent
 
 
+def batch_ids(checkpoint: Path, log: str) -> set[int]:
+    """The entries of the offsets or commits log by name: batch times (DStreams) or
+    micro-batch ids (Structured Streaming); a temp file of a write in progress is not one."""
+    directory = checkpoint / log
+    if not directory.is_dir():
+        return set()
+    return {int(name) for name in os.listdir(directory) if name.isdigit()}
+
+
 def planned_not_committed(checkpoint: Path) -> list[int]:
     """Batches in the offset log without a commit entry."""
-    return sorted(set(log_entries(checkpoint, "offsets")) - set(log_entries(checkpoint, "commits")))
+    return sorted(batch_ids(checkpoint, "offsets") - batch_ids(checkpoint, "commits"))
 
 
 def wait_for_new_plan(checkpoint: Path, app: Any, timeout: float = 60) -> int:
@@ -92,6 +101,22 @@ def wait_for_new_plan(checkpoint: Path, app: Any, timeout: float = 60) -> int:
         assert app.proc.poll() is None, app.log()[-3000:]
         time.sleep(0.002)
     raise AssertionError("no batch was planned:\n" + app.log()[-3000:])
+
+
+def wait_to_kill(mode: str, checkpoint: Path, app: Any, rng: random.Random) -> str:
+    """Wait for the moment of a kill: within milliseconds of a new offsets entry
+    ("after-log"), a moment into the batch it plans ("mid-batch", or "after-commit" if
+    that batch committed meanwhile), or at random; returns how the kill lands."""
+    if mode == "after-log":
+        wait_for_new_plan(checkpoint, app)
+    elif mode == "mid-batch":
+        batch = wait_for_new_plan(checkpoint, app)
+        time.sleep(rng.uniform(0.05, 0.6))
+        if batch not in planned_not_committed(checkpoint):
+            mode = "after-commit"
+    else:
+        time.sleep(rng.uniform(0.2, 5.0))
+    return mode
 
 
 class WholeBatchReader:
@@ -192,15 +217,7 @@ def chaos(
     seen: Counter[str] = Counter()
     try:
         for kill, mode in zip(range(kills), itertools.cycle(["after-log", "mid-batch", "random"])):
-            if mode == "after-log":
-                wait_for_new_plan(checkpoint, app)  # kill within milliseconds of the write
-            elif mode == "mid-batch":
-                batch = wait_for_new_plan(checkpoint, app)
-                time.sleep(rng.uniform(0.05, 0.6))
-                if batch not in planned_not_committed(checkpoint):
-                    mode = "after-commit"
-            else:
-                time.sleep(rng.uniform(0.2, 5.0))
+            mode = wait_to_kill(mode, checkpoint, app, rng)
             if planned_not_committed(checkpoint):
                 seen["killed with a planned, uncommitted batch"] += 1
             seen[mode] += 1

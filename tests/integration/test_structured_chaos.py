@@ -19,22 +19,13 @@ import pytest
 
 from tests.integration.harness import cli_totals, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, read_all
-from tests.integration.test_kafka_chaos import BackgroundProducer, wait_for_new_plan
+from tests.integration.test_kafka_chaos import (
+    BackgroundProducer,
+    batch_ids,
+    planned_not_committed,
+    wait_to_kill,
+)
 from tests.integration.test_structured_kafka import RECOVERED, STARTED, structured_kafka_args
-
-
-def batch_ids(checkpoint: Path, log: str) -> set[int]:
-    """The micro-batch ids of Spark's offsets or commits log."""
-    directory = checkpoint / log
-    return (
-        {int(p.name) for p in directory.iterdir() if p.name.isdigit()}
-        if directory.is_dir()
-        else set()
-    )
-
-
-def planned_not_committed(checkpoint: Path) -> list[int]:
-    return sorted(batch_ids(checkpoint, "offsets") - batch_ids(checkpoint, "commits"))
 
 
 def structured_chaos(
@@ -52,15 +43,7 @@ def structured_chaos(
     seen: Counter[str] = Counter()
     try:
         for kill, mode in zip(range(kills), itertools.cycle(["after-log", "mid-batch", "random"])):
-            if mode == "after-log":
-                wait_for_new_plan(checkpoint, app)  # within milliseconds of the log entry
-            elif mode == "mid-batch":
-                batch = wait_for_new_plan(checkpoint, app)
-                time.sleep(rng.uniform(0.05, 0.6))
-                if batch not in planned_not_committed(checkpoint):
-                    mode = "after-commit"
-            else:
-                time.sleep(rng.uniform(0.2, 5.0))
+            mode = wait_to_kill(mode, checkpoint, app, rng)
             if planned_not_committed(checkpoint):
                 seen["killed with a planned, uncommitted micro-batch"] += 1
             seen[mode] += 1
