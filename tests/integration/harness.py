@@ -70,6 +70,32 @@ def free_port() -> int:
 SCHEDULING_DELAY = re.compile(r"\bscheduling_delay=(\d+\.\d+)s")
 
 
+class EveryPause(threading.Thread):
+    """Calls step() every `pause` seconds until stopped; keeps what the steps wrote."""
+
+    def __init__(self, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.pause = pause
+        self.written: list[str] = []
+        self.halt = threading.Event()
+
+    def step(self) -> list[str]:
+        """One write; returns what it wrote (lines or texts)."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            self.written.extend(self.step())
+            self.halt.wait(self.pause)
+
+    def stop(self, timeout: float = 60) -> list[str]:
+        """Stop after the step in progress; everything written."""
+        self.halt.set()
+        self.join(timeout=timeout)
+        assert not self.is_alive()
+        return self.written
+
+
 class App:
     """One `streaming-app run` (or COMMAND) process in its own session (kill -9 takes its JVM)."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import cli_totals, make_text, truth, wait_for_totals
+from tests.integration.harness import EveryPause, cli_totals, make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
 
 pytestmark = pytest.mark.timeout(300)
@@ -38,27 +37,17 @@ def lines_of(rng: random.Random, n: int) -> list[str]:
     return make_text(rng, n).splitlines()
 
 
-class Producer(threading.Thread):
+class Producer(EveryPause):
     """Sends chunks of lines to the topic every `pause` seconds until stopped."""
 
     def __init__(self, bootstrap: str, topic: str, rng: random.Random, pause: float) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.rng, self.pause = bootstrap, topic, rng, pause
-        self.sent: list[str] = []
-        self.halt = threading.Event()
+        super().__init__(pause)
+        self.bootstrap, self.topic, self.rng = bootstrap, topic, rng
 
-    def run(self) -> None:
-        while not self.halt.is_set():
-            chunk = lines_of(self.rng, 30)
-            send(self.bootstrap, self.topic, chunk, partitions=3)
-            self.sent.extend(chunk)
-            self.halt.wait(self.pause)
-
-    def stop(self) -> list[str]:
-        self.halt.set()
-        self.join(timeout=60)
-        assert not self.is_alive()
-        return self.sent
+    def step(self) -> list[str]:
+        chunk = lines_of(self.rng, 30)
+        send(self.bootstrap, self.topic, chunk, partitions=3)
+        return chunk
 
 
 def test_exact_while_producing_across_kill_9_and_restart_and_no_password_in_the_checkpoint(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_progress, read_totals
 from streaming_app.structured.query_log import parse_batch_timestamp
-from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.harness import App, EveryPause, drop_file, make_text, truth
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
 from tests.integration.pg_helpers import postgres_config
 
@@ -49,27 +48,17 @@ def structured_pg_args(dirs: dict[str, Path], dsn: str, table: str, *extra: str)
     ]  # fmt: skip
 
 
-class Feeder(threading.Thread):
+class Feeder(EveryPause):
     """Moves a new file of random words into the input directory every `pause` seconds."""
 
     def __init__(self, input_dir: Path, rng: random.Random, pause: float) -> None:
-        super().__init__(daemon=True)
-        self.input_dir, self.rng, self.pause = input_dir, rng, pause
-        self.texts: list[str] = []
-        self.halt = threading.Event()
+        super().__init__(pause)
+        self.input_dir, self.rng = input_dir, rng
 
-    def run(self) -> None:
-        while not self.halt.is_set():
-            text = make_text(self.rng, 20)
-            drop_file(self.input_dir, f"f{len(self.texts):04d}.txt", text.encode())
-            self.texts.append(text)
-            self.halt.wait(self.pause)
-
-    def stop(self) -> list[str]:
-        self.halt.set()
-        self.join(timeout=30)
-        assert not self.is_alive()
-        return self.texts
+    def step(self) -> list[str]:
+        text = make_text(self.rng, 20)
+        drop_file(self.input_dir, f"f{len(self.written):04d}.txt", text.encode())
+        return [text]
 
 
 def with_unchecked_password(dsn: str) -> str:
@@ -133,7 +122,7 @@ def test_exact_while_files_arrive_across_kill_9_and_restarts(
     rng = random.Random(31)
     drop_file(dirs["input"], "before-start.txt", make_text(rng, 20).encode())
     feeder = Feeder(dirs["input"], rng, pause=0.4)
-    feeder.texts.append((dirs["input"] / "before-start.txt").read_text())
+    feeder.written.append((dirs["input"] / "before-start.txt").read_text())
     app = start_app(*args)
     app.wait_for_log(STARTED)
     feeder.start()
