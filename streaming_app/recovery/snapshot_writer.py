@@ -79,6 +79,29 @@ def write_snapshot(
     log.info("wrote state snapshot batch_time_ms=%d path=%s", batch_ms, path)
 
 
+def new_manifest(
+    settings: SnapshotSettings,
+    batch_ms: int,
+    words: int,
+    total: Any,
+    position: dict[str, Any],
+    engine: str = "dstream",
+) -> Manifest:
+    """The manifest of a snapshot written now (either engine's)."""
+    return Manifest(
+        batch_time_ms=batch_ms,
+        source=settings.source,
+        created_at_ms=int(time.time() * 1000),
+        app_version=__version__,
+        words=words,
+        # An exact sum stays exact in JSON: a string.
+        total=format(total, "f") if isinstance(total, Decimal) else total,
+        position=position,
+        context_id=settings.context_id,
+        engine=engine,
+    )
+
+
 def warn_failed(batch: str, directory: str, exc: Exception, interval_ms: int) -> None:
     """The warning for a snapshot that could not be written (either engine's)."""
     log.warning(
@@ -105,18 +128,7 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
     # The executors write the state's partitions; the driver gets the counts only.
     view.lines(rdd, format_line).saveAsTextFile(temp)
     words, total = view.figures(rdd)
-    if isinstance(total, Decimal):
-        total = format(total, "f")  # an exact sum stays exact in JSON: a string
-    manifest = Manifest(
-        batch_time_ms=batch_ms,
-        source=settings.source,
-        created_at_ms=int(time.time() * 1000),
-        app_version=__version__,
-        words=words,
-        total=total,
-        position=position,
-        context_id=settings.context_id,
-    )
+    manifest = new_manifest(settings, batch_ms, words, total, position)
     kept = publish(fs, settings, temp, final, manifest)
     if settings.source == "files" and kept:
         # Entries that the oldest kept snapshot already includes are not needed any more.

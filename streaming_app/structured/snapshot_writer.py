@@ -13,19 +13,21 @@ offsets of N-1, or the names of the input files the file source's log has up to 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from streaming_app import __version__
 from streaming_app.common.fs import FileSystem, join
-from streaming_app.recovery.snapshot_writer import SnapshotSettings, needless, publish, warn_failed
+from streaming_app.recovery.snapshot_writer import (
+    SnapshotSettings,
+    needless,
+    new_manifest,
+    publish,
+    warn_failed,
+)
 from streaming_app.recovery.snapshots import (
     TEMP_PREFIX,
-    Manifest,
     format_line,
     snapshot_name,
     snapshot_times,
@@ -127,17 +129,7 @@ def _write(spark: SparkSession, config: AppConfig, batch_id: int) -> str | None:
         total: Any = pairs.values().sum() if words else 0
     finally:
         pairs.unpersist()
-    manifest = Manifest(
-        batch_time_ms=batch_ms,
-        source=config.source,
-        created_at_ms=int(time.time() * 1000),
-        app_version=__version__,
-        words=words,
-        total=format(total, "f") if isinstance(total, Decimal) else total,
-        position=position,
-        context_id=settings.context_id,
-        engine=ENGINE,
-    )
+    manifest = new_manifest(settings, batch_ms, words, total, position, ENGINE)
     publish(fs, settings, temp, final, manifest)
     return final
 
