@@ -22,6 +22,7 @@ from typing import Any
 
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
+from streaming_app.recovery.guard import RESTORE, incompatible
 from streaming_app.recovery.metadata import (
     STRUCTURED_METADATA_FILE,
     CheckpointMetadata,
@@ -31,12 +32,14 @@ from streaming_app.recovery.metadata import (
     setting_changes,
     write_metadata,
 )
+from streaming_app.recovery.restore import Seed
 from streaming_app.settings.schema import AppConfig, is_local_path
 from streaming_app.structured.query_log import (
     OFFSETS,
     batch_ids,
     parse_offsets_entry,
 )
+from streaming_app.structured.state_layout import STATE_LAYOUT
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +63,19 @@ GUARDED = (
     *(key for keys in JOB_SETTINGS.values() for key in keys),
     "state_partitions",
 )
+# Checkpoints written before the layout was recorded keep a value state per word.
+OLD_LAYOUT = "value-per-key"
+NEW_LAYOUT = (
+    "this version keeps the state in another layout: carry the totals over with "
+    f"--on-incompatible-checkpoint {RESTORE}, or --restore-from-snapshot and a new "
+    "checkpoint_dir"
+)
 LABELS = {"state_partitions": f"{SHUFFLE_PARTITIONS} (the state partitions)"}
 WHAT_TO_DO = (
-    "To keep this checkpoint, run with the settings that wrote it; to start from zero, give "
-    "a new checkpoint_dir (and output_dir), or move them aside. See docs/structured.md"
+    "To keep this checkpoint, run with the settings that wrote it; to carry the totals "
+    f"over, restart with --on-incompatible-checkpoint {RESTORE} (a new query seeded from "
+    "the newest snapshot); to start from zero, give a new checkpoint_dir (and output_dir), "
+    "or move them aside. See docs/structured.md"
 )
 
 
@@ -89,6 +101,7 @@ def guarded_settings(config: AppConfig, state_partitions: int | None) -> dict[st
             value = list(value)
         settings[key] = value
     settings["state_partitions"] = state_partitions
+    settings["state_layout"] = STATE_LAYOUT
     return settings
 
 
@@ -116,6 +129,9 @@ def changes(recorded: CheckpointMetadata, current: CheckpointMetadata) -> list[s
     if minor(recorded.spark_version) != minor(current.spark_version):
         found.append(f"spark version {recorded.spark_version} -> {current.spark_version}")
     was, now = recorded.settings, current.settings
+    layout = was.get("state_layout", OLD_LAYOUT)
+    if layout != now.get("state_layout", OLD_LAYOUT):
+        found.append(f"state layout {layout} -> {now.get('state_layout')} ({NEW_LAYOUT})")
     keys = [k for k in GUARDED if k in ("job", "source") or (k in was and k in now)]
     return found + setting_changes(was, now, keys, labels=LABELS)
 
@@ -132,13 +148,17 @@ def kept_partitions(fs: FileSystem, checkpoint_dir: str) -> int | None:
     return None
 
 
-def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int) -> None:
+def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int) -> Seed | None:
     """Check the checkpoint's record against this run; write it for a new checkpoint.
 
     A checkpoint without a planned micro-batch gets this run's record whatever it held.
+    A checkpoint this run cannot use is refused, or, with `on_incompatible_checkpoint =
+    restore-from-snapshot`, moved aside (`<dir>.incompatible-<ms>`, as with DStreams):
+    the snapshot to seed a new query from is returned (None otherwise).
 
     session_partitions: the state partitions the session would give a new checkpoint.
-    Raises CheckpointError (exit 3), writing nothing, if the run cannot use the checkpoint.
+    Raises CheckpointError (exit 3), writing nothing, if the run cannot use the checkpoint
+    (and, under restore-from-snapshot, has no snapshot to restore from).
     """
     ckpt = config.checkpoint_dir
     if not batch_ids(fs, join(ckpt, OFFSETS)):
@@ -147,7 +167,7 @@ def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int)
         write_metadata(
             fs, ckpt, structured_record(config, session_partitions), STRUCTURED_METADATA_FILE
         )
-        return
+        return None
     try:
         recorded = read_metadata(fs, ckpt, STRUCTURED_METADATA_FILE)
     except CheckpointError as exc:
@@ -167,7 +187,11 @@ def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int)
     asked = explicit_partitions(config)
     current = structured_record(config, asked if asked is not None else kept)
     found = changes(recorded, current)
+    if found and config.on_incompatible_checkpoint == RESTORE:
+        # Moved aside; the query starts anew from the newest snapshot (or exit 3 if none).
+        return incompatible(fs, config, recorded, found).seed
     if found:
         raise CheckpointError(
             f"checkpoint {ckpt} cannot be used by this run: {'; '.join(found)}. {WHAT_TO_DO}"
         )
+    return None

@@ -10,6 +10,7 @@ micro-batch that was planned but not committed runs again, with the same input).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
@@ -19,12 +20,13 @@ from streaming_app.recovery.restore import seeded_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
 from streaming_app.structured.pairs import pairs_of
-from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals
+from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals, bucketed
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
 from streaming_app.structured.seed import initial_state, plan_seed
 from streaming_app.structured.sinks import BatchSinks
 from streaming_app.structured.snapshot_writer import with_snapshots
 from streaming_app.structured.source import lines_of
+from streaming_app.structured.state_layout import BUCKET
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,14 +53,19 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
             f"{checkpoint} is a checkpoint of the DStream engine; run it with --engine "
             "dstream, or give --engine structured a new checkpoint_dir"
         )
+    partitions = int(spark.conf.get(SHUFFLE_PARTITIONS) or 0)
     seed = plan_seed(fs, config)  # before the guard writes its record into a new checkpoint
-    guard_checkpoint(fs, config, int(spark.conf.get(SHUFFLE_PARTITIONS) or 0))
+    restored = guard_checkpoint(fs, config, partitions)
+    if restored is not None:  # on_incompatible_checkpoint: the old checkpoint was moved aside
+        config = replace(config, restore_from_snapshot=restored.path)
+        seed = plan_seed(fs, config)
+        guard_checkpoint(fs, config, partitions)
     planned = last_batch(fs, join(checkpoint, OFFSETS))
     committed = last_batch(fs, join(checkpoint, COMMITS))
     if seed is not None:  # the initial state applies in micro-batch 0 only
         config = seeded_config(config, seed)
-        seeded = initial_state(spark, config, seed).groupBy("key")
-    keyed = pairs_of(lines_of(spark, config), config).groupBy("key")
+        seeded = bucketed(initial_state(spark, config, seed)).groupBy(BUCKET)
+    keyed = bucketed(pairs_of(lines_of(spark, config), config)).groupBy(BUCKET)
     processor = RunningTotals(config.job)
     totals = (
         keyed.transformWithState(processor, TOTALS_SCHEMA, "Update", "None")

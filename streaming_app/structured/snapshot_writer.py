@@ -35,7 +35,7 @@ from streaming_app.recovery.snapshots import (
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sources.files_log import visible_names
 from streaming_app.structured.kafka_offsets import from_json
-from streaming_app.structured.processor import STATE_NAME, parse_number
+from streaming_app.structured.processor import parse_number
 from streaming_app.structured.query_log import (
     OFFSETS,
     batch_timestamp,
@@ -43,6 +43,7 @@ from streaming_app.structured.query_log import (
     query_id,
 )
 from streaming_app.structured.source_log import files_up_to, log_offset
+from streaming_app.structured.state_layout import STATE_NAME
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -142,7 +143,9 @@ def state_pairs(spark: SparkSession, checkpoint: str, batch_id: int, job: str) -
         .option("stateVarName", STATE_NAME)
         .load(checkpoint)
     )
-    return state.select("key.key", f"value.{STATE_NAME}").rdd.map(partial(state_pair, job))
+    # The map state's rows: key (the bucket), user_map_key (the word), user_map_value.
+    words = state.select("user_map_key.word", f"user_map_value.{STATE_NAME}")
+    return words.rdd.map(partial(state_pair, job))
 
 
 def state_pair(job: str, row: Any) -> tuple[str, Any]:

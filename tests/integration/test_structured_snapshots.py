@@ -9,6 +9,7 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,33 @@ def wait_for_snapshots(app: Any, count: int, timeout: float = 120) -> None:
         assert time.monotonic() < deadline, "no snapshot:\n" + app.log()[-3000:]
         assert app.proc.poll() is None, app.log()[-3000:]
         time.sleep(0.5)
+
+
+def files_until_two_snapshots(
+    dirs: dict[str, Path], start_app: Any, rng: random.Random
+) -> tuple[dict[str, str], Callable[[str], None]]:
+    """A structured files query fed files until it wrote two snapshots, then stopped.
+
+    Returns the texts dropped (name -> text) and the function that drops another."""
+    from tests.integration.harness import drop_file, make_text
+    from tests.integration.test_structured_engine import structured_args
+
+    texts: dict[str, str] = {}
+
+    def drop(name: str) -> None:
+        texts[name] = make_text(rng, 20)
+        drop_file(dirs["input"], name, texts[name].encode())
+
+    first = start_app(*structured_args(dirs, "--snapshot-interval", "2"))
+    first.wait_for_log(r"Started new query")
+    deadline = time.monotonic() + 240
+    while len(re.findall(SNAPSHOT, first.log())) < 2:  # micro-batch N writes N-1's
+        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
+        drop(f"a{len(texts)}.txt")
+        time.sleep(1.5)  # micro-batches of a file or a few: snapshots between files
+    wait_for_totals(dirs["output"], truth(list(texts.values())), first)
+    assert first.terminate() == 0
+    return texts, drop
 
 
 def snapshot_content(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
@@ -149,25 +177,9 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
 def test_files_snapshot_lists_its_files_and_restores_into_a_new_structured_query(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
-    from tests.integration.harness import drop_file, make_text
     from tests.integration.test_structured_engine import structured_args
 
-    rng = random.Random(41)
-    texts: dict[str, str] = {}
-
-    def drop(name: str) -> None:
-        texts[name] = make_text(rng, 20)
-        drop_file(dirs["input"], name, texts[name].encode())
-
-    first = start_app(*structured_args(dirs, "--snapshot-interval", "2"))
-    first.wait_for_log(r"Started new query")
-    deadline = time.monotonic() + 240
-    while len(re.findall(SNAPSHOT, first.log())) < 2:  # micro-batch N writes N-1's
-        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
-        drop(f"a{len(texts)}.txt")
-        time.sleep(1.5)  # micro-batches of a file or a few: snapshots between files
-    wait_for_totals(dirs["output"], truth(list(texts.values())), first)
-    assert first.terminate() == 0
+    texts, drop = files_until_two_snapshots(dirs, start_app, random.Random(41))
     found = latest_snapshot(LocalFs(), str(dirs["checkpoint"] / "snapshots"))
     assert found is not None
     manifest, totals = snapshot_content(Path(found[0]))
@@ -236,3 +248,36 @@ def test_a_restored_query_puts_the_seed_into_a_new_postgres_table(
     wait_for_pg_totals(pg_dsn, table, truth(texts), restored, timeout=150)
     assert restored.terminate() == 0
     assert "Traceback" not in restored.log()
+
+
+def test_an_incompatible_checkpoint_is_restored_from_its_snapshot_under_the_policy(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    """An upgrade that cannot read the checkpoint (here: a record from before the state
+    layout was recorded, as 3660695 wrote it), with the same command line plus
+    `--on-incompatible-checkpoint restore-from-snapshot`: the checkpoint moves aside, a new
+    query starts from its newest snapshot, and the totals stay exact as files keep coming."""
+    from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
+    from tests.integration.test_structured_engine import structured_args
+
+    texts, drop = files_until_two_snapshots(dirs, start_app, random.Random(43))
+    ckpt = dirs["checkpoint"]
+    record_path = ckpt / STRUCTURED_METADATA_FILE
+    record = json.loads(record_path.read_text())
+    del record["settings"]["state_layout"]
+    record_path.write_text(json.dumps(record))
+
+    drop("while-stopped.txt")
+    refused = start_app(*structured_args(dirs))
+    assert refused.wait(timeout=120) == 3
+    assert "state layout value-per-key -> " in refused.log()
+
+    upgraded = start_app(
+        *structured_args(dirs, "--on-incompatible-checkpoint", "restore-from-snapshot")
+    )
+    upgraded.wait_for_log(r"Started new query id=\S+ on checkpoint \S+ seeded from snapshot")
+    assert [p for p in ckpt.parent.iterdir() if p.name.startswith(ckpt.name + ".incompatible-")]
+    drop("after.txt")
+    wait_for_totals(dirs["output"], truth(list(texts.values())), upgraded)
+    assert upgraded.terminate() == 0
+    assert "Traceback" not in upgraded.log()

@@ -15,6 +15,7 @@ from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE, read_metad
 from streaming_app.settings.loading import load_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import guard_checkpoint, guarded_settings
+from streaming_app.structured.state_layout import STATE_LAYOUT
 
 ENTRY = (
     'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000001234,"conf":{'
@@ -30,6 +31,14 @@ def config(ckpt: Path, spark_conf: str | None = None, **cli: Any) -> AppConfig:
 
 def snapshot(ckpt: Path) -> dict[str, bytes]:
     return {str(p.relative_to(ckpt)): p.read_bytes() for p in ckpt.rglob("*") if p.is_file()}
+
+
+def guarded_and_started(ckpt: Path) -> tuple[Path, dict[str, Any]]:
+    """A checkpoint the guard recorded and a query then ran in: its record's path and JSON."""
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    path = ckpt / STRUCTURED_METADATA_FILE
+    return path, json.loads(path.read_text())
 
 
 def started(ckpt: Path) -> None:
@@ -51,6 +60,7 @@ def test_a_new_checkpoint_gets_the_record_of_its_settings(tmp_path: Path) -> Non
         "token_pattern": record.settings["token_pattern"],
         "lowercase": True,
         "state_partitions": 2,
+        "state_layout": STATE_LAYOUT,
     }
     raw = json.loads((ckpt / STRUCTURED_METADATA_FILE).read_text())
     assert raw["engine"] == "structured" and raw["spark_version"] and raw["app_version"]
@@ -135,10 +145,7 @@ def test_a_checkpoint_from_before_the_guard_is_recorded_with_its_state_partition
 
 def test_another_spark_minor_version_is_refused(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
-    guard_checkpoint(LocalFs(), config(ckpt), 2)
-    started(ckpt)
-    path = ckpt / STRUCTURED_METADATA_FILE
-    record = json.loads(path.read_text())
+    path, record = guarded_and_started(ckpt)
     import pyspark
 
     major, minor_, _ = pyspark.__version__.split(".", 2)
@@ -147,6 +154,60 @@ def test_another_spark_minor_version_is_refused(tmp_path: Path) -> None:
         guard_checkpoint(LocalFs(), config(ckpt), 2)
     path.write_text(json.dumps({**record, "spark_version": f"{major}.{minor_}.99"}))
     guard_checkpoint(LocalFs(), config(ckpt), 2)  # a patch release passes
+
+
+def test_a_checkpoint_of_another_state_layout_is_refused_with_the_way_out(
+    tmp_path: Path,
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    path, record = guarded_and_started(ckpt)
+    before = {k: v for k, v in record["settings"].items() if k != "state_layout"}
+    path.write_text(json.dumps({**record, "settings": before}))  # written by 3660695
+    kept = snapshot(ckpt)
+    with pytest.raises(CheckpointError) as info:
+        guard_checkpoint(LocalFs(), config(ckpt), 2)
+    message = str(info.value)
+    assert f"state layout value-per-key -> {STATE_LAYOUT}" in message
+    assert "--restore-from-snapshot" in message
+    assert snapshot(ckpt) == kept
+    path.write_text(json.dumps(record))
+    guard_checkpoint(LocalFs(), config(ckpt), 2)  # the same layout passes
+
+
+def test_restore_policy_moves_an_incompatible_checkpoint_aside_and_names_its_snapshot(
+    tmp_path: Path,
+) -> None:
+    from tests.unit.recovery.test_guard import add_snapshot
+
+    ckpt = tmp_path / "ckpt"
+    guarded_and_started(ckpt)
+    add_snapshot(ckpt / "snapshots", 4000)
+    newest = add_snapshot(ckpt / "snapshots", 8000)
+    restore = {"on_incompatible_checkpoint": "restore-from-snapshot"}
+    with pytest.raises(CheckpointError, match="--on-incompatible-checkpoint restore-from-snapshot"):
+        guard_checkpoint(LocalFs(), config(ckpt, input_dir="/x"), 2)  # refused by default
+    seed = guard_checkpoint(LocalFs(), config(ckpt, input_dir="/x", **restore), 2)
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("ckpt.incompatible-")]
+    assert len(moved) == 1 and not ckpt.exists()
+    assert seed is not None and seed.manifest.batch_time_ms == 8000
+    assert seed.path == str(moved[0] / "snapshots" / newest.name)
+    # A compatible checkpoint is used as it is, whatever the policy.
+    guard_checkpoint(LocalFs(), config(ckpt), 2)
+    started(ckpt)
+    assert guard_checkpoint(LocalFs(), config(ckpt, **restore), 2) is None and ckpt.exists()
+
+
+def test_restore_policy_without_a_snapshot_exits_3_and_moves_nothing(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    guarded_and_started(ckpt)
+    kept = snapshot(ckpt)
+    with pytest.raises(CheckpointError, match=r"no snapshot in .* to restore from"):
+        guard_checkpoint(
+            LocalFs(),
+            config(ckpt, input_dir="/x", on_incompatible_checkpoint="restore-from-snapshot"),
+            2,
+        )
+    assert snapshot(ckpt) == kept
 
 
 def test_before_the_first_micro_batch_the_settings_may_still_change(tmp_path: Path) -> None:
