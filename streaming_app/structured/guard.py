@@ -62,20 +62,21 @@ GUARDED = (
     *(key for keys in SOURCE_IDENTITY.values() for key in keys),
     *(key for keys in JOB_SETTINGS.values() for key in keys),
     "state_partitions",
+    "state_layout",
 )
-# Checkpoints written before the layout was recorded keep a value state per word.
-OLD_LAYOUT = "value-per-key"
-NEW_LAYOUT = (
-    "this version keeps the state in another layout: carry the totals over with "
-    f"--on-incompatible-checkpoint {RESTORE}, or --restore-from-snapshot and a new "
-    "checkpoint_dir"
-)
-LABELS = {"state_partitions": f"{SHUFFLE_PARTITIONS} (the state partitions)"}
+ALWAYS_COMPARED = ("job", "source", "state_layout")
+# Records written before the layout was recorded (up to 3660695): a value state per word.
+UNSET = {"state_layout": "value-per-key"}
+LABELS = {
+    "state_partitions": f"{SHUFFLE_PARTITIONS} (the state partitions)",
+    "state_layout": "state layout",
+}
 WHAT_TO_DO = (
     "To keep this checkpoint, run with the settings that wrote it; to carry the totals "
     f"over, restart with --on-incompatible-checkpoint {RESTORE} (a new query seeded from "
-    "the newest snapshot); to start from zero, give a new checkpoint_dir (and output_dir), "
-    "or move them aside. See docs/structured.md"
+    "the newest snapshot, as --restore-from-snapshot with a new checkpoint_dir would); to "
+    "start from zero, give a new checkpoint_dir (and output_dir), or move them aside. See "
+    "docs/structured.md"
 )
 
 
@@ -129,11 +130,8 @@ def changes(recorded: CheckpointMetadata, current: CheckpointMetadata) -> list[s
     if minor(recorded.spark_version) != minor(current.spark_version):
         found.append(f"spark version {recorded.spark_version} -> {current.spark_version}")
     was, now = recorded.settings, current.settings
-    layout = was.get("state_layout", OLD_LAYOUT)
-    if layout != now.get("state_layout", OLD_LAYOUT):
-        found.append(f"state layout {layout} -> {now.get('state_layout')} ({NEW_LAYOUT})")
-    keys = [k for k in GUARDED if k in ("job", "source") or (k in was and k in now)]
-    return found + setting_changes(was, now, keys, labels=LABELS)
+    keys = [k for k in GUARDED if k in ALWAYS_COMPARED or (k in was and k in now)]
+    return found + setting_changes(was, now, keys, unset=UNSET, labels=LABELS)
 
 
 def kept_partitions(fs: FileSystem, checkpoint_dir: str) -> int | None:
