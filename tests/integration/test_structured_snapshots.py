@@ -174,9 +174,10 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
     assert record["snapshot"] == match.group(1)
 
 
-def test_files_snapshot_lists_its_files_and_restores_into_a_new_structured_query(
+def test_files_snapshot_restores_into_a_new_structured_query_and_back_into_dstreams(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
+    from tests.integration.conftest import files_args
     from tests.integration.test_structured_engine import structured_args
 
     texts, drop = files_until_two_snapshots(dirs, start_app, random.Random(41))
@@ -202,6 +203,23 @@ def test_files_snapshot_lists_its_files_and_restores_into_a_new_structured_query
     wait_for_totals(tmp_path / "output-2", truth(list(texts.values())), restored)
     assert restored.terminate() == 0
     assert "Traceback" not in restored.log()
+
+    # Back to DStreams from the same snapshot: the files it does not include (late.txt,
+    # after.txt, any the first query read after it) go into the seed, new files are read.
+    back = [
+        *files_args(dirs),
+        "--checkpoint-dir", str(tmp_path / "checkpoint-3"),
+        "--output-dir", str(tmp_path / "output-3"),
+        "--restore-from-snapshot", found[0],
+    ]  # fmt: skip
+    dstream = start_app(*back)
+    line = dstream.wait_for_log(r"Seeding the new context from snapshot (\S+): .*plus (\d+) input")
+    assert line.group(1) == found[0] and int(line.group(2)) == len(texts) - len(counted)
+    dstream.wait_for_log(r"Started new streaming context")
+    drop("dstream.txt")
+    wait_for_totals(tmp_path / "output-3", truth(list(texts.values())), dstream)
+    assert dstream.terminate() == 0
+    assert "Traceback" not in dstream.log()
 
 
 def test_a_restored_query_puts_the_seed_into_a_new_postgres_table(
