@@ -1,6 +1,7 @@
-"""The two engines side by side on the same Kafka input: DStreams and `--engine structured`.
+"""The two engines side by side on the same input: DStreams and `--engine structured`.
 
-    python bench/engines.py [--rounds 2] [--sizes 20000,60000] [--recovery-runs 3]
+    python bench/engines.py [--inputs kafka,files] [--rounds 2] [--sizes 20000,60000]
+                            [--recovery-runs 3] [--file-rounds 6] [--round-lines 60000]
 
 Both read one preloaded topic in equal capped batches (`max_rate_per_partition`; the
 structured engine's read limit per micro-batch) in the exact configuration the README
@@ -19,6 +20,9 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import (
     EXACT_CHECKPOINT_BATCHES,
     WORDS_PER_LINE,
+    AppRun,
     baseline_seconds,
     broker,
+    exact_args,
     load_topic,
     median,
+    poll_until,
     write_json,
 )
+from bench.peer import dstream_rounds, figures, files_app_args, move_in, write_rounds
 from bench.rates import idle_batches, interleaved, runner
-from bench.recovery import recovery
+from bench.recovery import completed_since, recovery
 from streaming_app.common.metrics_record import BatchMetrics
 
 ENGINES: dict[str, tuple[str, ...]] = {"dstream": (), "structured": ("--engine", "structured")}
@@ -126,21 +134,171 @@ def engines_report(e: dict[str, Any]) -> list[str]:
     return lines
 
 
+FILES_PER_ROUND = 2
+STARTED = ("Started new streaming context", "Started new query")
+
+
+def structured_rounds(
+    base: Path, plan: list[list[Path]], lines_per_round: int, *extra: str
+) -> list[Any]:
+    """The app's structured engine on the rounds: (processing s, micro-batches) of each."""
+    name = "structured"
+    input_dir, staging = base / name / "in", base / name / "staging"
+    input_dir.mkdir(parents=True)
+    staging.mkdir()
+    app = AppRun.start(base, name, files_app_args(base, name, *extra, "--engine", "structured"))
+    found, read, used = [], 0, 0
+    try:
+        poll_until(app.log.read_text, lambda text: STARTED[1] in text, app.proc, app.log, 180,
+                   "structured run")  # fmt: skip
+        for paths in plan:
+            move_in(paths, staging, input_dir)
+            read += lines_per_round
+            batches = app.wait_for(
+                lambda b, read=read: sum(x.records or 0 for x in b) >= read,
+                timeout=120 + lines_per_round / 500,
+            )
+            busy = [b for b in batches if b.records]
+            mine, used = busy[used:], len(busy)
+            found.append((sum(b.processing_ms or 0 for b in mine) / 1000, len(mine)))
+    finally:
+        app.stop()
+    return found
+
+
+def files_restarts(base: Path, name: str, args: list[str], plan: list[list[Path]]) -> list[float]:
+    """Seconds from each restart after kill -9 to the first completed batch: the app (on
+    the checkpoint of a rounds run) recovers with the first round of `plan` moved in, then
+    for each other round: kill -9, the round moved in while it is down, a restart."""
+    staging, input_dir = base / name / "staging", base / name / "in"
+    move_in(plan[0], staging, input_dir)
+    app = AppRun.start(base, name, args)
+    first = []
+    try:
+        app.wait_for(partial(completed_since, app.started * 1000), timeout=180)
+        for paths in plan[1:]:
+            time.sleep(6)  # past a state checkpoint, as a long-running driver would be
+            app.kill9()
+            move_in(paths, staging, input_dir)
+            app = AppRun.start(base, name, args)
+            start_ms = app.started * 1000
+            batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
+            first.append((min(b.completed_ms for b in batches if b.completed_ms > start_ms)
+                          - start_ms) / 1000)  # fmt: skip
+    finally:
+        app.stop()
+    return first
+
+
+def files_baseline_seconds(paths: list[Path]) -> float:
+    """The baseline's work on one round: its files' lines counted with Counter."""
+    started = time.perf_counter()
+    counts: Counter[str] = Counter()
+    for path in paths:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                counts.update(line.split())
+    return time.perf_counter() - started
+
+
+def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -> dict[str, Any]:
+    """Both engines on the same rounds of files, then each one's restarts after kill -9."""
+    base = workdir / "files"
+    (base / "rounds").mkdir(parents=True)
+    per_file = round_lines // FILES_PER_ROUND
+    plan = write_rounds(base / "rounds", rounds + 2 * (restarts + 1), FILES_PER_ROUND, per_file)
+    measured, spare = plan[:rounds], plan[rounds:]
+    lines = per_file * FILES_PER_ROUND
+    words = lines * WORDS_PER_LINE
+    baseline = median([files_baseline_seconds(paths) for paths in measured])
+    found: dict[str, Any] = {}
+    for number, (engine, extra) in enumerate(ENGINES.items()):
+        sinks = exact_args(base / engine)
+        if engine == "dstream":
+            read, idle_s = dstream_rounds(base, measured, lines, *sinks, name=engine)
+        else:
+            read, idle_s = structured_rounds(base, measured, lines, *sinks), None
+        again = spare[number * (restarts + 1) : (number + 1) * (restarts + 1)]
+        args = files_app_args(base, engine, *sinks, *extra)
+        first = files_restarts(base, engine, args, again)
+        found[engine] = {
+            **figures(read, words),
+            "idle_s": idle_s,
+            "first_batch_s": [round(x, 1) for x in first],
+            "first_batch_median_s": round(median(first), 1),
+        }
+        found[engine]["ratio"] = round(found[engine]["median_words_per_s"] * baseline / words, 3)
+    return {
+        "rounds": rounds,
+        "files_per_round": FILES_PER_ROUND,
+        "round_lines": lines,
+        "baseline_words_per_s": round(words / baseline),
+        "restarts": restarts,
+        "engines": found,
+    }
+
+
+def files_report(f: dict[str, Any]) -> list[str]:
+    """The two engines' table on the same files, for docs/benchmarks.md."""
+    steady = max(f["rounds"] - 1, 1)
+    lines = [
+        "**The two engines on the same files** (`python bench/engines.py --inputs files`; "
+        "`local[2]`, 2 s batches or triggers, the files source, `--sink files --sink console` "
+        f"with the defaults; {f['rounds']} rounds of {f['files_per_round']} files, "
+        f"{f['round_lines']:,} lines of 10 words over a Zipf vocabulary of 100k words a "
+        "round, the same files for both, moved in at once, the next round once the round is "
+        f"counted; medians over the {steady} round{'s' if steady != 1 else ''} after the first; "
+        "the engines one after "
+        "the other; the baseline, `Counter` over one round's lines in one process, did "
+        f"{f['baseline_words_per_s']:,} words/s in the same invocation):",
+        "",
+        "| engine | words/s of processing | ratio to the baseline | processing of a round "
+        "(median) | batches a round | a batch with no input | restart after kill -9 to the "
+        "first completed batch (median) | each restart |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for engine, r in f["engines"].items():
+        idle = "none runs" if engine == "structured" else (
+            "—" if r.get("idle_s") is None else f"{r['idle_s']} s"
+        )  # fmt: skip
+        lines.append(
+            f"| {engine} | {r['median_words_per_s']:,} | {r['ratio']} | "
+            f"{r['median_processing_s']} s | {', '.join(map(str, r['batches']))} | {idle} | "
+            f"{r['first_batch_median_s']} s | {', '.join(map(str, r['first_batch_s']))} |"
+        )
+    return lines
+
+
 def main() -> None:
     """Run both engines and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="20000,60000", help="lines per batch [20000,60000]")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each [2]")
+    parser.add_argument("--inputs", default="kafka,files", help="kafka, files or both [both]")
+    parser.add_argument("--sizes", default="20000,60000", help="Kafka: lines per batch")
+    parser.add_argument("--rounds", type=int, default=2, help="Kafka: runs of each [2]")
     parser.add_argument("--recovery-runs", type=int, default=3, help="kill -9 per engine [3]")
+    parser.add_argument("--file-rounds", type=int, default=6, help="files: rounds [6]")
+    parser.add_argument("--round-lines", type=int, default=60_000, help="files: lines a round")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
+    inputs = [i.strip() for i in options.inputs.split(",") if i.strip()]
+    if not inputs or set(inputs) - {"kafka", "files"}:
+        parser.error(f"--inputs: kafka, files or both, not {options.inputs!r}")
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-engines-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    sizes = tuple(int(s) for s in options.sizes.split(","))
-    with broker(workdir) as bootstrap:
-        found = engines(workdir, bootstrap, sizes, options.rounds, options.recovery_runs)
+    found: dict[str, Any] = {}
+    report: list[str] = []
+    if "kafka" in inputs:
+        sizes = tuple(int(s) for s in options.sizes.split(","))
+        with broker(workdir) as bootstrap:
+            found = engines(workdir, bootstrap, sizes, options.rounds, options.recovery_runs)
+        report += engines_report(found)
+    if "files" in inputs:
+        found["files"] = files_engines(
+            workdir, options.file_rounds, options.round_lines, options.recovery_runs
+        )
+        report += ["", *files_report(found["files"])] if report else files_report(found["files"])
     write_json(workdir / "engines.json", found)
-    print("\n".join(engines_report(found)))
+    print("\n".join(report))
     print(f"\n(logs, metrics and engines.json in {workdir})", file=sys.stderr)
 
 

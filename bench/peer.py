@@ -91,20 +91,29 @@ def files_read(checkpoint: Path) -> dict[str, int]:
     return found
 
 
-def dstream_rounds(
-    base: Path, plan: list[list[Path]], lines_per_round: int
-) -> tuple[list[Any], float | None]:
-    """streaming_app on the rounds: (processing s, batches) of each, and an empty batch's s."""
-    input_dir, staging, checkpoint = base / "dstream-in", base / "dstream-staging", base / "ck"
-    input_dir.mkdir()
-    staging.mkdir()
-    args = [
-        "--source", "files", "--input-dir", str(input_dir), "--checkpoint-dir", str(checkpoint),
+def files_app_args(base: Path, name: str, *extra: str) -> list[str]:
+    """A files-source run of the app in `base/name` (its input directory `in`): 2 s batches,
+    the console sink, a state checkpoint every 20 s; `extra` after (sinks, the engine)."""
+    return [
+        "--source", "files", "--input-dir", str(base / name / "in"),
+        "--checkpoint-dir", str(base / name / "ck"),
         "--batch-interval", str(BATCH_S), "--checkpoint-interval", "20", "--sink", "console",
         "--spark-conf", "spark.ui.enabled=false",
         *[arg for item in LOOPBACK_CONF.items() for arg in ("--spark-conf", "=".join(item))],
+        *extra,
     ]  # fmt: skip
-    app = AppRun.start(base, "dstream", args)
+
+
+def dstream_rounds(
+    base: Path, plan: list[list[Path]], lines_per_round: int, *extra: str, name: str = "dstream"
+) -> tuple[list[Any], float | None]:
+    """streaming_app on the rounds: (processing s, batches) of each, and an empty batch's s.
+
+    extra: more arguments of the app (files_app_args)."""
+    input_dir, staging, checkpoint = base / name / "in", base / name / "staging", base / name / "ck"
+    input_dir.mkdir(parents=True)
+    staging.mkdir()
+    app = AppRun.start(base, name, files_app_args(base, name, *extra))
     seen: dict[str, int] = {}
     found = []
     try:

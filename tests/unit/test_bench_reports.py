@@ -179,3 +179,24 @@ def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
     assert "| 60,000 | structured | 700,000 | 0.7 | 0.5 s | none runs |" in text
     assert text.index("| 60,000 | dstream |") < text.index("| 60,000 | structured |")
     assert "| structured | 25.0 s | 9.0, 9.1, 9.3 | 12.0 s |" in text
+
+
+def test_the_two_engines_on_files_table_names_each_engine_and_each_restart() -> None:
+    from bench.engines import files_report
+
+    def engine(words: int, idle: float | None, restarts: list[float]) -> dict[str, Any]:
+        return {"median_words_per_s": words, "ratio": round(words / 5_000_000, 3),
+                "median_processing_s": round(600_000 / words, 3), "batches": [1, 1, 2],
+                "idle_s": idle, "first_batch_s": restarts,
+                "first_batch_median_s": sorted(restarts)[1]}  # fmt: skip
+
+    found = {"rounds": 3, "files_per_round": 2, "round_lines": 60_000,
+             "baseline_words_per_s": 5_000_000, "restarts": 3,
+             "engines": {"dstream": engine(800_000, 0.3, [7.0, 7.5, 8.0]),
+                         "structured": engine(120_000, None, [25.0, 27.5, 30.0])}}  # fmt: skip
+    text = "\n".join(files_report(found))
+    assert "3 rounds of 2 files, 60,000 lines" in text
+    assert "medians over the 2 rounds after the first" in text
+    assert "did 5,000,000 words/s in the same invocation" in text
+    assert "| dstream | 800,000 | 0.16 | 0.75 s | 1, 1, 2 | 0.3 s | 7.5 s | 7.0, 7.5, 8.0 |" in text
+    assert "| structured | 120,000 | 0.024 | 5.0 s | 1, 1, 2 | none runs | 27.5 s |" in text
