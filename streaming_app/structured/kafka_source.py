@@ -7,8 +7,9 @@ partition with records). Spark writes each micro-batch's end offset to the query
 `offsets/` log before it runs, and derives its ranges from the previous end, so a
 replay after a crash reads exactly the same records. `read` runs on the executors, once
 per partition: `sources/kafka/reader.read_range` with its own consumer (assign + seek,
-no group), values decoded as with DStreams. Rows are one `value` column, like the
-other sources' lines.
+no group), values decoded as with DStreams. Rows have a `value` column, like the
+other sources' lines, and a `problems` column, null but on one more row of a range that
+had values skipped or repaired: its counts, which the driver warns of (problems.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from streaming_app.structured.kafka_offsets import (
     to_json,
 )
 from streaming_app.structured.kafka_options import KafkaReadSettings
+from streaming_app.structured.problems import encode
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ BROKER_RETRY_SECONDS = 120.0
 # Rows per Arrow batch handed back to Spark from `read`.
 ROWS_PER_BATCH = 10_000
 # Counts of read_range that mean data was not used as it was (warned on the executors).
-DATA_PROBLEMS = ("oversize", "replaced", "lost")
+# The values, and on one more row a range's read counts worth a warning (problems.encode).
+SCHEMA = "value string, problems string"
 
 
 class KafkaPartition(InputPartition):
@@ -69,7 +72,7 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return "value string"
+        return SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
         return KafkaStreamReader(KafkaReadSettings.from_options(self.options))
@@ -153,7 +156,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         return [KafkaPartition(r) for r in ranges_between(from_json(start), from_json(end))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Executor side: the range's values, as Arrow batches of one `value` column."""
+        """Executor side: the range's values, as Arrow batches of a `value` column, and its
+        read counts worth a warning (problems.py) in the `problems` column of one more row."""
         import pyarrow as pa
 
         assert isinstance(partition, KafkaPartition)
@@ -166,15 +170,25 @@ class KafkaStreamReader(DataSourceStreamReader):
             self.settings.on_out_of_range,
             stats=counts,
         )
-        chunk: list[str] = []
+
+        def arrow(values: list[str | None], problems: list[str | None]) -> Any:
+            return pa.RecordBatch.from_arrays(
+                [pa.array(values, pa.string()), pa.array(problems, pa.string())],
+                ["value", "problems"],
+            )
+
+        chunk: list[str | None] = []
         for value in values:
             chunk.append(value)
             if len(chunk) >= ROWS_PER_BATCH:
-                yield pa.RecordBatch.from_arrays([pa.array(chunk, pa.string())], ["value"])
+                yield arrow(chunk, [None] * len(chunk))
                 chunk = []
         if chunk:
-            yield pa.RecordBatch.from_arrays([pa.array(chunk, pa.string())], ["value"])
+            yield arrow(chunk, [None] * len(chunk))
         counts.report(offset_range)
+        problems = encode(counts.counts)
+        if problems:
+            yield arrow([None], [problems])
 
     def commit(self, end: dict[str, Any]) -> None:
         """After a micro-batch: its end offsets to the consumer group, for lag tools only."""
@@ -226,11 +240,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
 
 class _Counts:
-    """read_range's counts of one range; a warning on the executor if data was not used as is.
-
-    The structured engine's metrics file does not carry these counts: they appear only in the
-    executors' logs (docs/structured.md).
-    """
+    """read_range's counts of one range (the driver warns of those in problems.KAFKA)."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -246,10 +256,3 @@ class _Counts:
             "read topic=%s partition=%d from=%d until=%d counts=%s",
             topic, partition, start, until, self.counts,
         )  # fmt: skip
-        problems = {k: self.counts[k] for k in DATA_PROBLEMS if self.counts.get(k)}
-        if problems:
-            log.warning(
-                "kafka values skipped or repaired: topic=%s partition=%d from=%d until=%d %s",
-                topic, partition, start, until,
-                " ".join(f"{k}={v}" for k, v in sorted(problems.items())),
-            )  # fmt: skip

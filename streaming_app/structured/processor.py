@@ -28,6 +28,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from streaming_app.jobs.keyed import update_sum
 from streaming_app.jobs.text import update_count
 from streaming_app.sinks.files_layout import format_value
+from streaming_app.structured import problems
 from streaming_app.structured.state_calls import get_values, update_values
 from streaming_app.structured.state_layout import BUCKET, BUCKETS, STATE_NAME
 
@@ -40,10 +41,16 @@ _WORD_SCHEMA = StructType([StructField("word", StringType(), False)])
 
 
 def bucketed(frame: DataFrame) -> DataFrame:
-    """`frame` with its `key` column's bucket (Spark's murmur3 hash, so the same everywhere)."""
+    """`frame` with its `key` column's bucket (Spark's murmur3 hash, so the same everywhere);
+    pairs whose value is a problem count go to problems.PROBLEMS_BUCKET."""
     from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
-    return frame.withColumn(BUCKET, F.pmod(F.hash("key"), F.lit(BUCKETS)))
+    bucket = F.pmod(F.hash("key"), F.lit(BUCKETS))
+    if "value" in frame.columns:  # pairs (a seed has key and total)
+        bucket = F.when(
+            F.col("value").startswith(problems.PROBLEM_TAG), F.lit(problems.PROBLEMS_BUCKET)
+        ).otherwise(bucket)
+    return frame.withColumn(BUCKET, bucket)
 
 
 def parse_number(job: str, text: str) -> int | Decimal:
@@ -72,7 +79,13 @@ class RunningTotals(StatefulProcessor):
         self.totals = handle.getMapState(STATE_NAME, _WORD_SCHEMA, _STATE_SCHEMA)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803 (Spark's names)
-        """Add the bucket's pairs of this micro-batch to its words' totals; emit the new ones."""
+        """Add the bucket's pairs of this micro-batch to its words' totals; emit the new ones.
+
+        The problem counts' bucket is passed on, summed per kind, and stores nothing."""
+        if key[0] == problems.PROBLEMS_BUCKET:
+            for kind, count in problems.summed((row.key, row.value) for row in rows):
+                yield Row(key=kind, total=count)
+            return
         values: dict[str, list[str]] = {}
         for row in rows:  # a word has a pair per input partition that had it
             values.setdefault(row.key, []).append(row.value)

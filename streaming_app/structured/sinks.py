@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -23,6 +24,7 @@ from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings
 from streaming_app.state.buckets import rank
+from streaming_app.structured import problems
 from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.processor import parse_number
@@ -43,6 +45,7 @@ class BatchSinks:
 
     config: AppConfig
     _context_id: str | None = field(default=None, init=False)
+    _problems: Counter[str] = field(default_factory=Counter, init=False)  # since start
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (its changed totals) to every sink."""
@@ -56,7 +59,9 @@ class BatchSinks:
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
-        changes = [(row.key, parse_number(config.job, row.total)) for row in batch.collect()]
+        totals, found = problems.split((row.key, row.total) for row in batch.collect())
+        changes = [(key, parse_number(config.job, total)) for key, total in totals]
+        self._warn(batch_id, batch_ms, found)
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
@@ -89,3 +94,14 @@ class BatchSinks:
             "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,
         )
+
+    def _warn(self, batch_id: int, batch_ms: int, found: Counter[str]) -> None:
+        """The micro-batch's Kafka values skipped or repaired and bad CSV rows, if any."""
+        if not found:
+            return
+        self._problems.update(found)
+        config = self.config
+        for line in problems.warnings(
+            found, self._problems, config.value_field or "value", config.key_field or "key"
+        ):
+            log.warning("batch_id=%d batch_time_ms=%d: %s", batch_id, batch_ms, line)

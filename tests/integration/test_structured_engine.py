@@ -95,8 +95,14 @@ def test_keyed_sum_exact_and_console_line(dirs: dict[str, Path], start_app: Any)
     )  # fmt: skip
     app = start_app(*args)
     app.wait_for_log(STARTED)
-    drop_file(dirs["input"], "s1.csv", f"{HEADER}\neu,0.1\nus,10\neu,0.2\nbad row\n".encode())
+    text = f"{HEADER}\neu,0.1\nus,10\neu,0.2\nbad row\nus,x\n,5\n"
+    drop_file(dirs["input"], "s1.csv", text.encode())
     wait_for_totals(dirs["output"], {"eu": Decimal("0.3"), "us": Decimal(10)}, app)
+    # The bad rows are skipped and warned of on the driver, as the DStream engine does.
+    app.wait_for_log(
+        r"batch_id=\d+ batch_time_ms=\d+: skipped 3 bad CSV rows \(wrong field count=1, "
+        r"amount not a number=1, region empty=1; 3 since start\)"
+    )
     drop_file(dirs["input"], "s2.csv", b"eu,123456789012345678.000000000001\nus,-0.5\n")
     expected = {"eu": Decimal("123456789012345678.300000000001"), "us": Decimal("9.5")}
     wait_for_totals(dirs["output"], expected, app)

@@ -1,6 +1,7 @@
 """`run --engine structured --source kafka` against a real broker and real Spark: exact
 totals while producing, across kill -9 of the driver's process group and a restart on
-the same checkpoint; no password in the checkpoint; starting_offsets=latest."""
+the same checkpoint; no password in the checkpoint; starting_offsets=latest; values
+skipped or repaired warned of per micro-batch on the driver."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import EveryPause, cli_totals, make_text, truth, wait_for_totals
-from tests.integration.kafka_helpers import fresh_topic, send
+from tests.integration.kafka_helpers import fresh_topic, send, send_raw
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -104,12 +105,24 @@ def test_starting_offsets_latest_skips_earlier_records(
     topic = fresh_topic("ss")
     send(kafka_bootstrap, topic, ["before " + line for line in lines_of(rng, 40)], partitions=2)
     app = start_app(
-        *structured_kafka_args(dirs, kafka_bootstrap, topic, "--starting-offsets", "latest")
-    )
+        *structured_kafka_args(
+            dirs, kafka_bootstrap, topic, "--starting-offsets", "latest",
+            "--max-value-bytes", "1000",
+        )
+    )  # fmt: skip
     app.wait_for_log(STARTED)
     time.sleep(4)  # two triggers: the initial offsets are taken before more records come
     later = lines_of(rng, 30)
     send(kafka_bootstrap, topic, later, partitions=2)
-    wait_for_totals(dirs["output"], truth(later), app)
+    # Values that must be skipped or repaired: counted, warned of on the driver.
+    odd: list[bytes | None] = [None, b"", b"w01 " * 300, b"caf\xe9 w02", b"\xff\xfe"]
+    send_raw(kafka_bootstrap, topic, odd, partition=1)
+    expected = truth([*later, "caf\ufffd w02", "tail"])
+    expected["caf"] = expected.pop("caf\ufffd")  # U+FFFD separates words
+    wait_for_totals(dirs["output"], expected, app)
+    app.wait_for_log(
+        r"batch_id=\d+ batch_time_ms=\d+: kafka values skipped or repaired: .*"
+        r"since start: empty=2, oversize=1, replaced=2\)"
+    )
     assert app.terminate() == 0
     assert "Traceback" not in app.log()
