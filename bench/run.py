@@ -47,8 +47,8 @@ BENCHMARKS = ("exact", "throughput", "micro", "checkpoint", "state", "cost-vs-st
 
 SMOKE: dict[str, Any] = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500, keys=2_000,
              key_lines=1_000, files=1, file_lines=500, rounds=2, app_runs=1,
-             checkpoint_runs=1, exact_sizes=(400, 800), exact_headline=400,
-             state_keys=(1_000, 2_000), million=2_000, every=2, busy=4, idle=4,
+             checkpoint_runs=1, exact_sizes=(400,), exact_headline=400,
+             state_keys=(2_000,), million=2_000, every=2, busy=4, idle=4,
              cost_runs=1)  # fmt: skip
 FULL: dict[str, Any] = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
             keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000, rounds=6,
@@ -72,7 +72,7 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
             found["throughput"] = throughput(
                 workdir, bootstrap, lines, batch_lines, sizes["runs"],
                 OPTIMIZATIONS[-1:] if smoke else OPTIMIZATIONS,
-                (400, 800) if smoke else BATCH_SIZES, sizes["app_runs"],
+                (400,) if smoke else BATCH_SIZES, sizes["app_runs"],
             )  # fmt: skip
         if "checkpoint" in names:
             found["checkpoint_lines"] = 3 * lines

@@ -1,4 +1,7 @@
-"""The benchmark harness works (tiny sizes): CI checks the harness, not the figures."""
+"""The benchmark harness works (tiny sizes): CI checks the harness, not the figures.
+
+One size per benchmark where the full run loops over several: each app run costs CI
+about 20 s, and the loop is the same for one size as for several."""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
     throughput, recovery = figures["throughput"], figures["recovery"]
     assert throughput["baseline_words_per_s"] > 0
     tried = throughput["tried"]
-    assert [t["batch_lines"] for t in tried] == [400, 800]
+    assert [t["batch_lines"] for t in tried] == [400]
     assert all(t["batches"] >= 1 and t["words_per_s"] > 0 for t in tried)
     if tried[0]["keeps_up"]:  # tiny batches keep up, unless CI is loaded
         assert throughput["sustained_words_per_s"] > 0 and throughput["ratio"] > 0
@@ -84,14 +87,14 @@ def test_bench_smoke_of_the_exact_configuration_and_the_cost_against_the_state(
     exact = figures["exact"]
     assert exact["baseline_words_per_s"] > 0 and exact["checkpoint_batches"] == 2
     runs = {(r["batch_lines"], r["sinks"]) for r in exact["rows"]}
-    assert runs == {(400, "files + console"), (800, "files + console"), (400, "console alone")}
+    assert runs == {(400, "files + console"), (400, "console alone")}
     for row in exact["rows"]:
         # Two steady batches, a whole checkpoint interval: one of them is aligned.
         assert row["batches"] >= 2 and row["mean_words_per_s"] > 0 and row["ratio"] > 0
         assert row["aligned_s"] > 0 and row["max_s"] >= row["processing_s"]
     cost = figures["state_cost"]
     kinds = {(r["keys"], r["variant"]) for r in cost["rows"]}
-    assert kinds == {(1000, "snapshots on"), (2000, "snapshots on"), (2000, "snapshots off")}
+    assert kinds == {(2000, "snapshots on"), (2000, "snapshots off")}
     for row in cost["rows"]:
         assert row["busy_batches"] >= 1 and row["busy_median_s"] > 0
         assert row["idle_batches"] >= 4 and row["idle_median_s"] > 0
