@@ -47,7 +47,6 @@ NAME = "streaming_app_kafka"
 BROKER_RETRY_SECONDS = 120.0
 # Rows per Arrow batch handed back to Spark from `read`.
 ROWS_PER_BATCH = 10_000
-# Counts of read_range that mean data was not used as it was (warned on the executors).
 # The values, and on one more row a range's read counts worth a warning (problems.encode).
 SCHEMA = "value string, problems string"
 
