@@ -72,7 +72,7 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
             found["throughput"] = throughput(
                 workdir, bootstrap, lines, batch_lines, sizes["runs"],
                 OPTIMIZATIONS[-1:] if smoke else OPTIMIZATIONS,
-                (400,) if smoke else BATCH_SIZES, sizes["app_runs"],
+                (400, 800) if smoke else BATCH_SIZES, sizes["app_runs"],
             )  # fmt: skip
         if "checkpoint" in names:
             found["checkpoint_lines"] = 3 * lines
