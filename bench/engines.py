@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from bench.harness import (
 )
 from bench.peer import dstream_rounds, figures, files_app_args, move_in, write_rounds
 from bench.rates import idle_batches, interleaved, runner
-from bench.recovery import completed_since, recovery
+from bench.recovery import recovery, restart
 from streaming_app.common.metrics_record import BatchMetrics
 
 ENGINES: dict[str, tuple[str, ...]] = {"dstream": (), "structured": ("--engine", "structured")}
@@ -172,19 +171,15 @@ def files_restarts(base: Path, name: str, args: list[str], plan: list[list[Path]
     for each other round: kill -9, the round moved in while it is down, a restart."""
     staging, input_dir = base / name / "staging", base / name / "in"
     move_in(plan[0], staging, input_dir)
-    app = AppRun.start(base, name, args)
+    app, _ = restart(base, name, args)  # recovered from the rounds run: not a kill -9
     first = []
     try:
-        app.wait_for(partial(completed_since, app.started * 1000), timeout=180)
         for paths in plan[1:]:
             time.sleep(6)  # past a state checkpoint, as a long-running driver would be
             app.kill9()
             move_in(paths, staging, input_dir)
-            app = AppRun.start(base, name, args)
-            start_ms = app.started * 1000
-            batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
-            first.append((min(b.completed_ms for b in batches if b.completed_ms > start_ms)
-                          - start_ms) / 1000)  # fmt: skip
+            app, seconds = restart(base, name, args)
+            first.append(seconds)
     finally:
         app.stop()
     return first

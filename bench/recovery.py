@@ -35,6 +35,17 @@ def completed_since(start_ms: float, batches: list[BatchMetrics]) -> bool:
     return any(b.completed_ms > start_ms for b in batches)
 
 
+def restart(workdir: Path, name: str, args: list[str]) -> tuple[AppRun, float]:
+    """Start the app again (its metrics appended to the same file); it, and the seconds
+    from its start to its first completed batch."""
+    app = AppRun.start(workdir, name, args)
+    start_ms = app.started * 1000
+    batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
+    return app, (
+        min(b.completed_ms for b in batches if b.completed_ms > start_ms) - start_ms
+    ) / 1000
+
+
 def wait_for_counted(app: AppRun, lines: int, timeout: float) -> None:
     """Wait until the app's batches have read `lines` records in all."""
     app.wait_for(lambda _: sum(records_by_batch(app.metrics).values()) >= lines, timeout)
@@ -58,13 +69,10 @@ def recovery(workdir: Path, bootstrap: str, runs: int, backlog: int, *extra: str
             lines = generated_lines(WORDS_PER_LINE, 100_000, 100 + run)
             produce(KafkaConnection(bootstrap), topic, lines, backlog, 0, PARTITIONS)
             sent += backlog
-            app = AppRun.start(workdir, "recovery", args)  # appends to the same metrics
-            start_ms = app.started * 1000
-            batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
-            done = min(b.completed_ms for b in batches if b.completed_ms > start_ms)
-            first.append((done - start_ms) / 1000)
+            app, seconds = restart(workdir, "recovery", args)
+            first.append(seconds)
             wait_for_counted(app, sent, 300)
-            caught_up.append((time.time() * 1000 - start_ms) / 1000)
+            caught_up.append(time.time() - app.started)
     finally:
         app.stop()
     return {

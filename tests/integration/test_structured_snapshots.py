@@ -189,14 +189,17 @@ def test_files_snapshot_restores_into_a_new_structured_query_and_back_into_dstre
     assert counted and set(counted) <= set(texts)
     assert totals == truth([texts[name] for name in counted])
 
+    def restore(args: list[str], stage: int) -> list[str]:
+        """`args` restored from the snapshot into a checkpoint and output of their own."""
+        return [
+            *args,
+            "--checkpoint-dir", str(tmp_path / f"checkpoint-{stage}"),
+            "--output-dir", str(tmp_path / f"output-{stage}"),
+            "--restore-from-snapshot", found[0],
+        ]  # fmt: skip
+
     drop("late.txt")  # after the snapshot, while stopped: the restored query counts it
-    restore = [
-        *structured_args(dirs),
-        "--checkpoint-dir", str(tmp_path / "checkpoint-2"),
-        "--output-dir", str(tmp_path / "output-2"),
-        "--restore-from-snapshot", found[0],
-    ]  # fmt: skip
-    restored = start_app(*restore)
+    restored = start_app(*restore(structured_args(dirs), 2))
     line = restored.wait_for_log(r"(\d+) input file\(s\) it includes are counted again")
     assert int(line.group(1)) == len(counted)
     drop("after.txt")
@@ -206,13 +209,7 @@ def test_files_snapshot_restores_into_a_new_structured_query_and_back_into_dstre
 
     # Back to DStreams from the same snapshot: the files it does not include (late.txt,
     # after.txt, any the first query read after it) go into the seed, new files are read.
-    back = [
-        *files_args(dirs),
-        "--checkpoint-dir", str(tmp_path / "checkpoint-3"),
-        "--output-dir", str(tmp_path / "output-3"),
-        "--restore-from-snapshot", found[0],
-    ]  # fmt: skip
-    dstream = start_app(*back)
+    dstream = start_app(*restore(files_args(dirs), 3))
     line = dstream.wait_for_log(r"Seeding the new context from snapshot (\S+): .*plus (\d+) input")
     assert line.group(1) == found[0] and int(line.group(2)) == len(texts) - len(counted)
     dstream.wait_for_log(r"Started new streaming context")
