@@ -42,7 +42,9 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         """A micro-batch finished: record its metrics."""
         try:
-            progress = json.loads(event.progress.json)
+            text = event.progress.json
+            log.debug("micro-batch progress (Spark's): %s", text)
+            progress = json.loads(text)
             batch_id = int(progress["batchId"])
             previous = None
             if self._previous is not None and self._previous[0] == batch_id - 1:

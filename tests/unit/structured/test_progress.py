@@ -85,3 +85,33 @@ def test_kafka_lag_is_what_the_broker_had_beyond_the_end_offsets() -> None:
     assert kafka_lag({"sources": []}) is None
     event = progress(0, "2026-11-24T20:01:39.910Z", 10, 0, sources=[source])
     assert batch_metrics(event, None, 1000, None, 0, kafka=True).kafka_lag == 60
+
+
+def test_the_listener_records_each_micro_batch_and_logs_sparks_progress_at_debug(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from types import SimpleNamespace
+
+    from streaming_app.common.fs import LocalFs
+    from streaming_app.settings.loading import load_config
+    from streaming_app.structured.listener import ProgressListener
+
+    given = {"source": "files", "input_dir": "/data/in", "checkpoint_dir": str(tmp_path)}
+    recorded: list[Any] = []
+    recorder = SimpleNamespace(record=recorded.append)
+    listener = ProgressListener(load_config(None, {}, given, ()), LocalFs(), recorder)  # type: ignore[arg-type]
+
+    def event(payload: dict[str, Any]) -> Any:
+        return SimpleNamespace(progress=SimpleNamespace(json=json.dumps(payload)))
+
+    caplog.set_level("DEBUG", logger="streaming_app.structured.listener")
+    listener.onQueryProgress(event(progress(4, "2026-11-24T20:01:39.910Z", 750, 12)))
+    assert [(r.batch_id, r.records, r.processing_ms) for r in recorded] == [(4, 12, 750)]
+    assert recorded[0].batch_time_ms == 1_795_550_499_910  # no offsets log: the trigger's
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(
+        m.startswith("micro-batch progress (Spark's): ") and '"addBatch": 700' in m for m in logged
+    )
+    # An event without what the record needs is logged, recorded nowhere, and raises nothing.
+    listener.onQueryProgress(event({"batchId": 5}))
+    assert len(recorded) == 1
