@@ -59,7 +59,9 @@ def structured_chaos(
     in_topic = sorted(v.decode() for v in read_all(bootstrap, topic) if v is not None)
     assert in_topic == sorted(sent)
     expected = truth(sent)
-    wait_for_totals(dirs["output"], expected, app, timeout=240)
+    # The capped app catches up on what was produced while it was down at about 150 lines
+    # a second: many kills leave a backlog of many minutes (27 kills: about 30,000 lines).
+    wait_for_totals(dirs["output"], expected, app, timeout=240 + len(sent) / 150)
     time.sleep(5)  # more micro-batches: a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
     assert app.terminate() == 0
