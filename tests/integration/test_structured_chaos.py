@@ -76,7 +76,7 @@ def structured_chaos(
 def test_kill_9_five_times_while_producing_exact_totals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
 ) -> None:
-    structured_chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2027)
+    structured_chaos(dirs, start_app, kafka_bootstrap, kills=5, seed=2027)
 
 
 @pytest.mark.slow
