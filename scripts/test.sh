@@ -7,15 +7,15 @@
 # STREAMING_APP_TEST_WORKERS=0) runs everything in one process.
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
+workers="${STREAMING_APP_TEST_WORKERS:-2}"
+case "$workers" in
+    ''|*[!0-9]*) die "STREAMING_APP_TEST_WORKERS must be a whole number (0: one process), not '$workers'" ;;
+esac
 require_python
 require_java
 ensure_venv test
 cd "$ROOT"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-workers="${STREAMING_APP_TEST_WORKERS:-2}"
-case "$workers" in
-    ''|*[!0-9]*) die "STREAMING_APP_TEST_WORKERS must be a whole number (0: one process), not '$workers'" ;;
-esac
 set +e
 # Arguments given after these (a later -n) take precedence.
 python -m pytest -n "$workers" --dist worksteal "$@"

@@ -183,3 +183,18 @@ def test_scripts_say_clearly_that_java_is_missing(tmp_path: Path) -> None:
         assert result.returncode == 2, (script, result.stderr)
         assert "Java 17 or 21 is needed" in result.stderr, (script, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_test_script_refuses_a_worker_count_that_is_not_a_number() -> None:
+    env = {**os.environ, "STREAMING_APP_TEST_WORKERS": "two"}
+    result = subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "test.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "error: STREAMING_APP_TEST_WORKERS must be a whole number (0: one process), not 'two'"
+    )
