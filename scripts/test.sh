@@ -2,8 +2,8 @@
 # One command to run the test suite on a fresh machine: sets up .venv with the test extra
 # on first use, then runs pytest. Extra arguments go to pytest (e.g. -m "not integration").
 # Two test processes by default (pytest-xdist): an integration test's Spark waits for its
-# batches about half the time, so on two cores two of them at once take about 0.65 of the
-# time of one after the other. STREAMING_APP_TEST_WORKERS=N sets the number; `-n 0` (or
+# batches about half the time, so on two cores the suite took 37 and 40 minutes this way
+# against 56 in one process (docs/development.md). STREAMING_APP_TEST_WORKERS=N sets the number; `-n 0` (or
 # STREAMING_APP_TEST_WORKERS=0) runs everything in one process.
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
