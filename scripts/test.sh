@@ -3,8 +3,8 @@
 # on first use, then runs pytest. Extra arguments go to pytest (e.g. -m "not integration").
 # Two test processes by default (pytest-xdist): an integration test's Spark waits for its
 # batches about half the time, so on two cores the suite took 37 and 40 minutes this way
-# against 56 in one process (docs/development.md). STREAMING_APP_TEST_WORKERS=N sets the number; `-n 0` (or
-# STREAMING_APP_TEST_WORKERS=0) runs everything in one process.
+# against 56 in one process (docs/development.md). STREAMING_APP_TEST_WORKERS=N sets the
+# number; `-n 0` (or STREAMING_APP_TEST_WORKERS=0) runs everything in one process.
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
 workers="${STREAMING_APP_TEST_WORKERS:-2}"

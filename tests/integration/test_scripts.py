@@ -186,7 +186,7 @@ def test_scripts_say_clearly_that_java_is_missing(tmp_path: Path) -> None:
 
 
 def test_test_script_refuses_a_worker_count_that_is_not_a_number() -> None:
-    env = {**os.environ, "STREAMING_APP_TEST_WORKERS": "two"}
+    env = {**script_env(), "STREAMING_APP_TEST_WORKERS": "two"}
     result = subprocess.run(
         ["/bin/bash", str(ROOT / "scripts" / "test.sh")],
         env=env,
