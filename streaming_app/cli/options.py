@@ -58,6 +58,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _option("csv_fields", metavar="NAME,NAME,..."),
             _option("key_field", metavar="NAME"),
             _option("value_field", metavar="NAME"),
+            _option("sum_scale", metavar="DIGITS"),
             _option("checkpoint_dir", metavar="DIR"),
             _option("batch_interval", metavar="SECONDS"),
             _option("checkpoint_interval", metavar="SECONDS"),

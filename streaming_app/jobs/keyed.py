@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Context, Decimal, Inexact, InvalidOperation
 from typing import Any
@@ -46,11 +46,12 @@ class BadRows:
     value: int = 0  # the value field is not a finite number
     key: int = 0  # the key field is empty
     samples: tuple[str, ...] = ()
+    range: int = 0  # a number the job's `accept` refused (the structured state's decimal)
 
     @property
     def total(self) -> int:
         """All skipped rows."""
-        return self.columns + self.value + self.key
+        return self.columns + self.value + self.key + self.range
 
     def __add__(self, other: BadRows) -> BadRows:
         return BadRows(
@@ -58,6 +59,7 @@ class BadRows:
             self.value + other.value,
             self.key + other.key,
             (self.samples + other.samples)[:SAMPLES],
+            self.range + other.range,
         )
 
 
@@ -80,10 +82,13 @@ def parse_amount(text: str) -> Decimal | None:
     return number
 
 
-def parse_sums(lines: Iterable[str], spec: CsvSpec) -> Iterator[tuple[Any, Any]]:
+def parse_sums(
+    lines: Iterable[str], spec: CsvSpec, accept: Callable[[Decimal], bool] | None = None
+) -> Iterator[tuple[Any, Any]]:
     """One partition's records summed per key, plus (None, BadRows) if any row was bad.
 
-    Pre-aggregated like count_words, so the shuffle carries one pair per key.
+    Pre-aggregated like count_words, so the shuffle carries one pair per key. `accept`, if
+    given, refuses a row's number before it is added (counted as `range`).
     """
     sums: dict[str, Decimal] = {}
     bad = BadRows()
@@ -104,6 +109,9 @@ def parse_sums(lines: Iterable[str], spec: CsvSpec) -> Iterator[tuple[Any, Any]]
         amount = parse_amount(row[spec.value_index])
         if amount is None:
             bad += BadRows(value=1, samples=(line[:200],))
+            continue
+        if accept is not None and not accept(amount):
+            bad += BadRows(range=1, samples=(line[:200],))
             continue
         key = row[spec.key_index].strip()
         if not key:

@@ -19,6 +19,8 @@ from streaming_app.settings.schema import (
     is_local_path,
 )
 
+MAX_SUM_SCALE = 30  # decimal(38, s): at least 8 integer digits left for a total
+
 
 def _read_ini(
     path: str, raw: dict[str, tuple[str, str]], spark: dict[str, str], errors: list[str]
@@ -167,6 +169,8 @@ def _validate_job(
                 f"{where('checkpoint_interval')}: must be a multiple of the slide "
                 f"({slide / 1000:g} s) with a window, got {config.checkpoint_ms / 1000:g} s"
             )
+    if not 0 <= config.sum_scale <= MAX_SUM_SCALE:
+        errors.append(f"{where('sum_scale')}: must be 0 to {MAX_SUM_SCALE}, got {config.sum_scale}")
     if config.job != "keyed-sum":
         return
     fields_known = bool(config.csv_fields)

@@ -140,6 +140,12 @@ class AppConfig:
     value_field: str | None = _setting(
         "csv", parse_optional_str, None, "CSV field to sum (a number)"
     )
+    sum_scale: int = _setting(
+        "csv",
+        parse_int,
+        12,
+        "fraction digits of the keyed sum on --engine structured (0-30; a total holds 38 digits)",
+    )
     csv_delimiter: str = _setting(
         "csv", parse_delimiter, ",", "CSV field separator (one character)"
     )

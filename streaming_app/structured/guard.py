@@ -39,7 +39,7 @@ from streaming_app.structured.query_log import (
     batch_ids,
     parse_offsets_entry,
 )
-from streaming_app.structured.state_layout import STATE_LAYOUT
+from streaming_app.structured.state_layout import state_layout
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ GUARDED = (
 )
 ALWAYS_COMPARED = ("job", "source", "state_layout")
 # Records written before the layout was recorded (up to 3660695): a value state per word.
+# 9827bb2 (0.4.0) recorded map-per-bucket/1024: a map state per bucket of transformWithState.
 UNSET = {"state_layout": "value-per-key"}
 LABELS = {
     "state_partitions": f"{SHUFFLE_PARTITIONS} (the state partitions)",
@@ -102,7 +103,7 @@ def guarded_settings(config: AppConfig, state_partitions: int | None) -> dict[st
             value = list(value)
         settings[key] = value
     settings["state_partitions"] = state_partitions
-    settings["state_layout"] = STATE_LAYOUT
+    settings["state_layout"] = state_layout(config.job, config.sum_scale)
     return settings
 
 

@@ -3,10 +3,11 @@
 `to_pairs` runs on the executors, once per partition of a micro-batch (`mapInArrow`): it
 reads the partition's lines from Arrow record batches and pre-aggregates them the way the
 DStream jobs do (`count_words`, `parse_sums`), so the shuffle into the state carries one
-pair per key and partition. Values travel as text (format_value): counts and exact sums
-alike, never a float. What the partition's source skipped or repaired (the Kafka source's
-`problems` column) and its bad CSV rows travel as problem pairs (problems.py). The driver
-only wires it (`pairs_of`).
+pair per key and partition. Values are the state's type (state_layout.py): counts as
+`bigint`, exact sums as `decimal(38, sum_scale)`, never a float; a sum the type cannot
+hold exactly is a bad row. What the partition's source skipped or repaired (the Kafka
+source's `problems` column) and its bad rows are added to the query's problem
+accumulator (problems.py). The driver only wires it (`pairs_of`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from streaming_app.jobs.counting import csv_spec
 from streaming_app.jobs.keyed import CsvSpec, parse_sums
 from streaming_app.jobs.text import count_words
 from streaming_app.settings.schema import AppConfig
-from streaming_app.sinks.files_layout import format_value
 from streaming_app.structured import problems as problem_counts
+from streaming_app.structured.state_layout import KEY, PRECISION, VALUE, fits, value_type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-PAIRS_SCHEMA = "key string, value string"
 ROWS_PER_BATCH = 10_000  # rows per Arrow record batch handed back to Spark
 
 
@@ -37,19 +37,19 @@ def partition_pairs(
     pattern: str,
     lowercase: bool,
     problems: Counter[str] | None = None,
-) -> Iterator[tuple[str, str]]:
-    """One partition's lines as (key, value text) pairs, one per key; bad CSV rows dropped
-    and counted into `problems`."""
+    scale: int = 12,
+) -> Iterator[tuple[str, Any]]:
+    """One partition's lines as (key, value) pairs, one per key; bad CSV rows, and sums not
+    exact in decimal(38, scale), dropped and counted into `problems`."""
     if job == "keyed-sum":
         assert spec is not None
-        for key, value in parse_sums(lines, spec):
+        for key, value in parse_sums(lines, spec, partial(fits, scale=scale)):
             if key is not None:
-                yield key, format_value(value)
+                yield key, value
             elif problems is not None:
                 problem_counts.bad_rows(value, problems)
         return
-    for word, count in count_words(lines, pattern, lowercase):
-        yield word, str(count)
+    yield from count_words(lines, pattern, lowercase)
 
 
 def _lines(batches: Iterable[Any], problems: Counter[str]) -> Iterator[str]:
@@ -64,29 +64,48 @@ def _lines(batches: Iterable[Any], problems: Counter[str]) -> Iterator[str]:
 
 
 def to_pairs(
-    batches: Iterable[Any], job: str, spec: CsvSpec | None, pattern: str, lowercase: bool
+    batches: Iterable[Any],
+    job: str,
+    spec: CsvSpec | None,
+    pattern: str,
+    lowercase: bool,
+    scale: int = 12,
+    accumulator: Any = None,
 ) -> Iterator[Any]:
-    """mapInArrow function: a partition's Arrow batches of lines to batches of pairs."""
+    """mapInArrow function: a partition's Arrow batches of lines to batches of pairs.
+
+    accumulator: the query's problem counts (problems.ProblemCounts), added to once the
+    partition's lines were read."""
     import pyarrow as pa
 
+    arrow_type = pa.decimal128(PRECISION, scale) if job == "keyed-sum" else pa.int64()
+
+    def batch(keys: list[str], values: list[Any]) -> Any:
+        arrays = [pa.array(keys, pa.string()), pa.array(values, arrow_type)]
+        return pa.RecordBatch.from_arrays(arrays, [KEY, VALUE])
+
     keys: list[str] = []
-    values: list[str] = []
+    values: list[Any] = []
     problems: Counter[str] = Counter()
     lines = _lines(batches, problems)
-    for key, value in partition_pairs(lines, job, spec, pattern, lowercase, problems):
+    for key, value in partition_pairs(lines, job, spec, pattern, lowercase, problems, scale):
         keys.append(key)
         values.append(value)
         if len(keys) == ROWS_PER_BATCH:
-            yield pa.RecordBatch.from_arrays([pa.array(keys), pa.array(values)], ["key", "value"])
+            yield batch(keys, values)
             keys, values = [], []
-    for key, value in problem_counts.as_pairs(problems):  # once every line was read
-        keys.append(key)
-        values.append(value)
     if keys:
-        yield pa.RecordBatch.from_arrays([pa.array(keys), pa.array(values)], ["key", "value"])
+        yield batch(keys, values)
+    if accumulator is not None and +problems:
+        accumulator.add(problems)
 
 
-def pairs_of(lines: DataFrame, config: AppConfig) -> DataFrame:
+def pairs_schema(config: AppConfig) -> str:
+    """The pairs' Spark schema: the key, and the value in the state's type."""
+    return f"{KEY} string, {VALUE} {value_type(config.job, config.sum_scale)}"
+
+
+def pairs_of(lines: DataFrame, config: AppConfig, accumulator: Any = None) -> DataFrame:
     """The (key, value) pairs of a streaming DataFrame of lines (one `value` column)."""
     spec = csv_spec(config) if config.job == "keyed-sum" else None
     function = partial(
@@ -95,5 +114,7 @@ def pairs_of(lines: DataFrame, config: AppConfig) -> DataFrame:
         spec=spec,
         pattern=config.token_pattern,
         lowercase=config.lowercase,
+        scale=config.sum_scale,
+        accumulator=accumulator,
     )
-    return lines.mapInArrow(function, PAIRS_SCHEMA)
+    return lines.mapInArrow(function, pairs_schema(config))

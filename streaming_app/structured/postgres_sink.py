@@ -7,18 +7,26 @@ the totals the micro-batch changed and records the micro-batch in the progress r
 progress row's identity is the table, as with DStreams; its source position names the
 query (`context`, the query id in the checkpoint's `metadata`, which plays the DStream
 context's part) and the micro-batch id (`batch_id`), with the Kafka end offsets from the
-offsets log. A micro-batch id the row already covers is a replay: skipped.
+offsets log. A micro-batch id the row already covers is a replay: skipped. A micro-batch
+whose table does not hold the one before (micro-batch 0, a table another run wrote, the
+sink added later, a table dropped) writes every total and replaces the table's rows, as
+the DStream sink does after a gap: read from the state on the executors, collected once
+for the one connection (as the DStream sink collects them).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import CheckpointError, SinkError
 from streaming_app.structured.kafka_offsets import from_json
+from streaming_app.structured.totals import exact_pair
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from streaming_app.settings.schema import AppConfig
     from streaming_app.sinks.postgres.writer import Plan, Progress
 
@@ -55,35 +63,39 @@ def recorded_batch(previous: Progress | None, context: str) -> int | None:
     return found
 
 
-def plan_micro_batch(table: str, context: str, batch_id: int) -> Plan:
-    """How micro-batch `batch_id` of query `context` goes into the table, from its progress row.
+def needs_every_total(previous: Progress | None, context: str, batch_id: int) -> bool | None:
+    """Whether micro-batch `batch_id` of query `context` writes every total, from the row.
 
     Already recorded: a replay, skipped (None). The micro-batch right after the recorded
-    one: its changes apply (False). Micro-batch 0 of a query the row does not record (a
-    new table, a new checkpoint, a table the DStream engine wrote): its changes are all
-    the totals, and replace the table (True). Anything else needs every total, which this
-    engine does not keep outside its state store: SinkError, the transaction rolled back.
+    one: its changes apply (False). Anything else (micro-batch 0, a new table, a table
+    another run wrote, a gap: the sink added to a query that ran, a table dropped): every
+    total, which replaces the table (True), as the DStream sink does after a gap.
+    """
+    recorded = recorded_batch(previous, context)
+    if recorded is not None and recorded >= batch_id:
+        return None
+    return recorded is None or recorded != batch_id - 1
+
+
+def plan_micro_batch(table: str, context: str, batch_id: int, every: bool) -> Plan:
+    """The writer's plan: decide again from the progress row, under its lock.
+
+    every: whether the rows are every total (then they replace the table). Changes alone
+    for a micro-batch that needs every total (the row moved since it was read: another
+    run writes the same table) raise SinkError, the transaction rolled back.
     """
 
     def plan(previous: Progress | None) -> bool | None:
-        recorded = recorded_batch(previous, context)
-        if recorded is not None and recorded >= batch_id:
+        needed = needs_every_total(previous, context, batch_id)
+        if needed is None:
             return None
-        if recorded is not None and recorded == batch_id - 1:
-            return False
-        if batch_id == 0:
-            return True
-        if recorded is not None:
-            holds = f"this query's totals as of micro-batch {recorded} only"
-        elif previous is None:
-            holds = "no totals of this query"
-        else:
-            holds = "the totals of another run (another checkpoint, or the DStream engine)"
-        raise SinkError(
-            f"postgres sink: micro-batch {batch_id} of query {context} needs every total, but "
-            f"table {table} holds {holds}; use a new postgres_table, or start over with a new "
-            "checkpoint_dir (its first micro-batch replaces the table)"
-        )
+        if needed and not every:
+            raise SinkError(
+                f"postgres sink: table {table} changed while micro-batch {batch_id} of query "
+                f"{context} was written; is another run writing it? Give each run its own "
+                "postgres_table"
+            )
+        return every
 
     return plan
 
@@ -95,10 +107,13 @@ def write_postgres(
     batch_ms: int,
     changes: list[tuple[str, Any]],
     offset: Any,
+    every: Callable[[], DataFrame],
 ) -> str:
-    """Write a micro-batch's changed totals and its progress row; what was done, for the log.
+    """Write a micro-batch's changed totals (or every total) and its progress row.
 
-    offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for the row.
+    offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for the row;
+    every: every total after the micro-batch (totals.every_total), read when the table
+    does not hold the micro-batch before.
     """
     from streaming_app.sinks.postgres.stream import writer_for
 
@@ -107,9 +122,12 @@ def write_postgres(
     except ValueError as exc:  # an edited offsets log: Spark read it, but we cannot
         raise CheckpointError(f"offsets log entry of micro-batch {batch_id}: {exc}") from None
     writer = writer_for(config.postgres_table, config.job == "keyed-sum")
-    plan = plan_micro_batch(writer.table, context, batch_id)
-    if writer.write_batch(batch_ms, changes, position, plan=plan):
-        return "written"
+    whole = needs_every_total(writer.last_progress(), context, batch_id)
+    if whole is not None:
+        rows = [exact_pair(row) for row in every().collect()] if whole else changes
+        plan = plan_micro_batch(writer.table, context, batch_id, whole)
+        if writer.write_batch(batch_ms, rows, position, plan=plan):
+            return "every total" if whole and batch_id else "written"
     log.info(
         "postgres sink: batch_id=%d batch_time_ms=%d was written before the restart; skipped",
         batch_id,

@@ -1,25 +1,36 @@
-"""What a micro-batch's sources skipped or repaired, carried to the driver with its totals.
+"""What a micro-batch's sources skipped or repaired, counted on the executors for the driver.
 
 No Spark needed. The Kafka source adds a `problems` column to its rows (its read counts,
 `empty=2 oversize=1`, on one row a range); the keyed-sum job's parsing counts its bad CSV
-rows. The pairs of a partition then carry these counts as pairs of their own, whose
-value is `PROBLEM_TAG` and the count, never a number: `bucketed` sends them to
-`PROBLEMS_BUCKET`, the processor passes them on summed and stores nothing, and the driver
-takes them out of the micro-batch's output before the sinks (`split`) and warns with the
-DStream engine's lines.
+rows, and values beyond the state's decimal type. Each partition adds its counts to one
+Spark accumulator of the query (`ProblemCounts`); the driver reads it after the
+micro-batch's output ran, takes what it saw before off (`since`) and warns with the
+DStream engine's lines. The counts never enter the state: the totals stay exactly the
+input's. A task that Spark retries adds its counts again (a warning may overstate, never
+a total).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-PROBLEMS_BUCKET = -1  # not a bucket of the state: problem counts, passed through
-PROBLEM_TAG = "problem:"  # a pair's value or an output total that is a count of problems
 KAFKA = ("empty", "oversize", "replaced", "lost")  # the Kafka read counts that are warned
-CSV = ("columns", "value", "key")  # BadRows' reasons
+CSV = ("columns", "value", "key", "range")  # BadRows' reasons (range: not exact in the state)
 CSV_PREFIX = "csv-"
+
+
+class ProblemCounts:
+    """Spark's AccumulatorParam for a Counter of problem kinds (duck-typed: no Spark import)."""
+
+    def zero(self, value: Counter[str]) -> Counter[str]:
+        """An empty count."""
+        return Counter()
+
+    def addInPlace(self, total: Counter[str], more: Counter[str]) -> Counter[str]:  # noqa: N802 (Spark's name)
+        """Add `more` into `total`."""
+        total.update(more)
+        return total
 
 
 def encode(counts: dict[str, int]) -> str | None:
@@ -41,34 +52,18 @@ def bad_rows(bad: Any, into: Counter[str]) -> None:
         into[CSV_PREFIX + reason] += getattr(bad, reason)
 
 
-def as_pairs(counts: Counter[str]) -> Iterator[tuple[str, str]]:
-    """A partition's problem counts as (kind, tagged count) pairs."""
-    for kind, count in sorted(counts.items()):
-        if count:
-            yield kind, f"{PROBLEM_TAG}{count}"
-
-
-def summed(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
-    """The processor's pass-through: the partitions' problem pairs summed per kind."""
-    total: Counter[str] = Counter()
-    for kind, value in pairs:
-        total[kind] += int(value[len(PROBLEM_TAG) :])
-    return as_pairs(total)
-
-
-def split(rows: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], Counter[str]]:
-    """A micro-batch's output rows: (the changed totals, the problem counts)."""
-    totals, problems = [], Counter[str]()
-    for key, total in rows:
-        if total.startswith(PROBLEM_TAG):
-            problems[key] += int(total[len(PROBLEM_TAG) :])
-        else:
-            totals.append((key, total))
-    return totals, problems
+def since(now: Counter[str], before: Counter[str]) -> Counter[str]:
+    """What the accumulator gained since the driver last read it: one micro-batch's counts."""
+    gained = {kind: count - before[kind] for kind, count in now.items()}
+    return Counter({kind: count for kind, count in gained.items() if count > 0})
 
 
 def warnings(
-    problems: Counter[str], since_start: Counter[str], value_field: str, key_field: str
+    problems: Counter[str],
+    since_start: Counter[str],
+    value_field: str,
+    key_field: str,
+    value_type: str = "",
 ) -> list[str]:
     """The DStream engine's warnings for a micro-batch's problems (after `since_start` took
     them in): Kafka values skipped or repaired, bad CSV rows."""
@@ -84,13 +79,14 @@ def warnings(
             + ")"
         )
     names = {"columns": "wrong field count", "value": f"{value_field} not a number",
-             "key": f"{key_field} empty"}  # fmt: skip
+             "key": f"{key_field} empty",
+             "range": f"{value_field} not exact in {value_type or 'the state'}"}  # fmt: skip
     csv = {names[r]: problems[CSV_PREFIX + r] for r in CSV if problems[CSV_PREFIX + r]}
     if csv:
-        since = sum(since_start[CSV_PREFIX + r] for r in CSV)
+        total = sum(since_start[CSV_PREFIX + r] for r in CSV)
         lines.append(
             f"skipped {sum(csv.values())} bad CSV rows ("
             + ", ".join(f"{k}={v}" for k, v in csv.items())
-            + f"; {since} since start)"
+            + f"; {total} since start)"
         )
     return lines

@@ -10,8 +10,9 @@ micro-batch that was planned but not committed runs again, with the same input).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
@@ -20,13 +21,19 @@ from streaming_app.recovery.restore import seeded_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
 from streaming_app.structured.pairs import pairs_of
-from streaming_app.structured.processor import TOTALS_SCHEMA, RunningTotals, bucketed
+from streaming_app.structured.problems import ProblemCounts
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
-from streaming_app.structured.seed import initial_state, plan_seed
+from streaming_app.structured.seed import (
+    SUCCESS,
+    plan_seed,
+    seed_input,
+    seed_pairs,
+    write_seed_input,
+)
 from streaming_app.structured.sinks import BatchSinks
 from streaming_app.structured.snapshot_writer import with_snapshots
 from streaming_app.structured.source import lines_of
-from streaming_app.structured.state_layout import BUCKET
+from streaming_app.structured.totals import running_totals
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,21 +69,20 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
         guard_checkpoint(fs, config, partitions)
     planned = last_batch(fs, join(checkpoint, OFFSETS))
     committed = last_batch(fs, join(checkpoint, COMMITS))
-    if seed is not None:  # the initial state applies in micro-batch 0 only
+    if seed is not None:  # Kafka resumes at the snapshot's offsets
         config = seeded_config(config, seed)
-        seeded = bucketed(initial_state(spark, config, seed)).groupBy(BUCKET)
-    keyed = bucketed(pairs_of(lines_of(spark, config), config)).groupBy(BUCKET)
-    processor = RunningTotals(config.job)
-    totals = (
-        keyed.transformWithState(processor, TOTALS_SCHEMA, "Update", "None")
-        if seed is None
-        else keyed.transformWithState(
-            processor, TOTALS_SCHEMA, "Update", "None", initialState=seeded
-        )
-    )
+        write_seed_input(spark, config, seed)
+    # ProblemCounts is an AccumulatorParam by its methods (problems.py imports no Spark).
+    problems: Any = spark.sparkContext.accumulator(Counter(), cast(Any, ProblemCounts()))
+    pairs = pairs_of(lines_of(spark, config), config, problems)
+    # A seeded query reads its seed input on every start (Spark's plan must keep its
+    # sources); after micro-batch 0 there is nothing new in it.
+    if fs.exists(join(seed_input(checkpoint), SUCCESS)):
+        pairs = pairs.unionByName(seed_pairs(spark, config))
+    totals = running_totals(pairs)
     query = (
         totals.writeStream.outputMode("update")
-        .foreachBatch(with_snapshots(BatchSinks(config), config))
+        .foreachBatch(with_snapshots(BatchSinks(config, problems), config))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{config.batch_ms} milliseconds")
         .start()

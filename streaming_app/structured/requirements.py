@@ -9,15 +9,14 @@ from __future__ import annotations
 from importlib import metadata
 
 from streaming_app.errors import ConfigError
-from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.settings.schema import AppConfig
 
 INSTALL = "pip install 'streaming-app[structured]'"
-# Distributions PySpark's transformWithState imports: the lowest version it works with and
-# the first it does not (None: no bound), as the extra in setup.cfg pins them.
+# Distributions PySpark's mapInArrow imports: the lowest version it works with and the
+# first it does not (None: no bound), as the extra in setup.cfg pins them.
 NEEDED: tuple[tuple[str, tuple[int, int], tuple[int, int] | None], ...] = (
     ("pandas", (2, 2), (3, 0)),  # PySpark 4.3 warns that it does not support pandas 3 yet
     ("pyarrow", (18, 0), None),
-    ("protobuf", (6, 33), (7, 0)),  # PySpark 4.3's generated code is 6.33
 )
 
 
@@ -66,8 +65,6 @@ def unsupported(config: AppConfig) -> list[str]:
     found = []
     if config.window is not None:
         found.append("window")
-    if "files" in config.sinks and config.output_dir and not is_local_path(config.output_dir):
-        found.append(f"output_dir {config.output_dir} (a local path only)")
     return found
 
 

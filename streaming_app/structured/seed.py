@@ -1,19 +1,24 @@
-"""Restoring a snapshot into a new structured query: the seed record and the initial state.
+"""Restoring a snapshot into a new structured query: the seed record and the seed input.
 
 Driver side. `--restore-from-snapshot` on a new checkpoint directory: the snapshot (either
 engine's, resolved and checked as for DStreams: recovery/guard.py `seed_at`) is recorded
-in the checkpoint directory before the query starts, because transformWithState applies
-its `initialState` in micro-batch 0 only, and a driver killed before micro-batch 0 commits
-must seed it again on restart. The initial state is read and shaped on the executors.
-Kafka resumes at the snapshot's offsets (recovery/restore.py `seeded_config`). Spark's file
-source has no way to skip files: a new query counts every file in `input_dir` in its first
-micro-batch, so the counts of the files the snapshot includes are taken off the seed.
+in the checkpoint directory before the query starts. Its totals then become the query's
+second input: an executor job writes them as JSON lines into `seed-input/` in the
+checkpoint (temp + rename, once), and Spark's file source reads that directory in
+micro-batch 0, unioned with the configured source's pairs before the aggregation. Spark
+logs that it read those files (`sources/1/`), so the seed counts once, whatever dies when;
+every later micro-batch finds nothing new there. Kafka resumes at the snapshot's offsets
+(recovery/restore.py `seeded_config`). Spark's file source has no way to skip files: a
+new query counts every file in `input_dir` in its first micro-batch, so the counts of the
+files the snapshot includes are taken off the seed. Nothing passes through the driver.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
@@ -27,6 +32,7 @@ from streaming_app.settings.schema import AppConfig
 from streaming_app.sinks.files_layout import format_value
 from streaming_app.sources.files_log import visible_names
 from streaming_app.structured.query_log import COMMITS, last_batch
+from streaming_app.structured.state_layout import KEY, VALUE, fits, value_type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEED_RECORD = "restored-from-snapshot.json"
-SEED_SCHEMA = "key string, total string"
+SEED_INPUT = "seed-input"  # the seed's totals, the query's second input (file source)
+SUCCESS = "_SUCCESS"
 
 
 def plan_seed(fs: FileSystem, config: AppConfig) -> Seed | None:
@@ -86,15 +93,25 @@ def read_seed_record(fs: FileSystem, checkpoint_dir: str) -> Seed | None:
         raise CheckpointError(f"{path} is unreadable ({exc})") from None
 
 
-def initial_state(spark: SparkSession, config: AppConfig, seed: Seed) -> DataFrame:
-    """The totals a restored query starts from, as (key, total text) rows, built on the executors.
+def seed_input(checkpoint_dir: str) -> str:
+    """The directory of a seeded query's second input: the snapshot's totals."""
+    return join(checkpoint_dir, SEED_INPUT)
+
+
+def write_seed_input(spark: SparkSession, config: AppConfig, seed: Seed) -> None:
+    """Write the seed's totals into the checkpoint for the query to read, unless written.
 
     With the files source, the counts of the input files the snapshot includes and that
     are still in `input_dir` are taken off: the query's first micro-batch counts them again.
+    A total the state's type cannot hold exactly refuses the restore (ConfigError).
     """
     from streaming_app.common.hadoop_fs import HadoopFs
 
     sc = spark.sparkContext
+    fs = HadoopFs(sc, config.checkpoint_dir)
+    final = seed_input(config.checkpoint_dir)
+    if fs.exists(join(final, SUCCESS)):
+        return  # written by a start killed before micro-batch 0 committed
     totals = sc.textFile(join(hadoop_literal(seed.path), "part-*")).map(parse_line)
     again: list[str] = []
     if config.source == "files" and seed.manifest.source == "files":
@@ -104,6 +121,13 @@ def initial_state(spark: SparkSession, config: AppConfig, seed: Seed) -> DataFra
     if again:
         counted = files_counts(sc, config, again).map(negated)
         totals = totals.union(counted).reduceByKey(reduce_functions(config)[0])
+    if config.job == "keyed-sum":
+        inexact = totals.filter(partial(not_exact, config.sum_scale)).count()
+        if inexact:
+            raise ConfigError(
+                f"restore_from_snapshot: {inexact} total(s) of {seed.path} are not exact in "
+                f"decimal(38, {config.sum_scale}); restore with a sum_scale that holds them"
+            )
     log.info(
         "Seeding the new query from snapshot %s (%s engine): %s%s",
         seed.path,
@@ -114,7 +138,15 @@ def initial_state(spark: SparkSession, config: AppConfig, seed: Seed) -> DataFra
         if again
         else "",
     )
-    return spark.createDataFrame(totals.map(seed_row), SEED_SCHEMA)
+    temp = final + ".tmp"
+    fs.delete(temp)  # left over from a start killed while writing it
+    totals.map(seed_line).saveAsTextFile(temp)
+    fs.publish_dir(temp, final)
+
+
+def not_exact(scale: int, pair: tuple[str, Any]) -> bool:
+    """Whether a keyed-sum seed total cannot be held exactly by decimal(38, scale)."""
+    return not fits(Decimal(pair[1]), scale)
 
 
 def negated(pair: tuple[str, Any]) -> tuple[str, Any]:
@@ -122,22 +154,17 @@ def negated(pair: tuple[str, Any]) -> tuple[str, Any]:
     return pair[0], -pair[1]
 
 
-def seed_row(pair: tuple[str, Any]) -> tuple[str, str]:
-    """A (key, total) pair as an initial state row: the total as text, as the state keeps it."""
-    return pair[0], format_value(pair[1])
+def seed_line(pair: tuple[str, Any]) -> str:
+    """A (key, total) pair as a JSON line of the seed input: the total as exact text."""
+    return json.dumps({KEY: pair[0], VALUE: format_value(pair[1])}, ensure_ascii=False)
 
 
-def seed_totals(fs: FileSystem, checkpoint_dir: str) -> dict[str, Any]:
-    """Every total of the snapshot the checkpoint was seeded from ({} if not), on the driver.
+def seed_pairs(spark: SparkSession, config: AppConfig) -> DataFrame:
+    """The seed input as a stream of (key, value) pairs: read once, in micro-batch 0."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
-    For the files sink's first base: its changes replace the totals micro-batch 0 changed.
-    """
-    seed = read_seed_record(fs, checkpoint_dir)
-    if seed is None:
-        return {}
-    totals: dict[str, Any] = {}
-    for name in sorted(fs.list_names(seed.path)):
-        if name.startswith("part-"):
-            text = fs.read_bytes(join(seed.path, name)).decode("utf-8")
-            totals.update(parse_line(line) for line in text.splitlines() if line)
-    return totals
+    lines = spark.readStream.schema(f"{KEY} string, {VALUE} string").json(
+        seed_input(config.checkpoint_dir)
+    )
+    kind = value_type(config.job, config.sum_scale)
+    return lines.select(KEY, F.col(VALUE).cast(kind).alias(VALUE))

@@ -1,13 +1,16 @@
 """The structured engine's sinks: one foreachBatch function, idempotent per batch id.
 
 Driver side: Spark calls `BatchSinks` once per micro-batch with the totals it changed (the
-state operator's output) and its batch id. The changed totals are collected once (as
-many as the micro-batch has keys, like a DStream delta); the micro-batch's time is its
-timestamp in the offsets log, the same on a replay. Then each configured sink writes:
-the files sink a delta or a base (files_sink.py), the postgres sink the changed totals and
-the micro-batch's progress row in one transaction (postgres_sink.py), the console the
-DStream engine's line, over the totals this micro-batch changed (the state is not scanned
-every batch). Each sink skips on its own what it wrote before a restart.
+aggregation's output in update mode) and its batch id. The micro-batch runs once (the
+frame is cached) and its changed totals are collected once (as many as the micro-batch
+has keys, like a DStream delta); the micro-batch's time is its timestamp in the offsets
+log, the same on a replay. Then each configured sink writes: the files sink a delta, or a
+base that the executors write (files_sink.py), the postgres sink the changed totals, or
+every total after a gap, and the micro-batch's progress row in one transaction
+(postgres_sink.py), the console the DStream engine's line, over the totals this
+micro-batch changed (the state is not scanned every batch). Each sink skips on its own
+what it wrote before a restart. What the sources skipped or repaired is warned of from
+the query's problem accumulator (problems.py).
 """
 
 from __future__ import annotations
@@ -17,19 +20,18 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings
 from streaming_app.state.buckets import rank
 from streaming_app.structured import problems
-from streaming_app.structured.files_sink import write_files
+from streaming_app.structured.files_sink import base_writer, write_files
 from streaming_app.structured.postgres_sink import write_postgres
-from streaming_app.structured.processor import parse_number
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
-from streaming_app.structured.seed import seed_totals
+from streaming_app.structured.state_layout import value_type
+from streaming_app.structured.totals import every_total, exact_pair
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,32 +43,44 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class BatchSinks:
-    """The foreachBatch function: every configured sink writes each micro-batch."""
+    """The foreachBatch function: every configured sink writes each micro-batch.
+
+    accumulator: the query's problem counts (problems.ProblemCounts), None in tests."""
 
     config: AppConfig
+    accumulator: Any = None
     _context_id: str | None = field(default=None, init=False)
     _problems: Counter[str] = field(default_factory=Counter, init=False)  # since start
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (its changed totals) to every sink."""
+        batch.persist()  # the micro-batch runs once, whatever the sinks read of it
+        try:
+            self._write(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
         started = time.monotonic()
         config = self.config
-        sc = batch.sparkSession.sparkContext
+        spark = batch.sparkSession
+        sc = spark.sparkContext
         checkpoint = HadoopFs(sc, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
-        totals, found = problems.split((row.key, row.total) for row in batch.collect())
-        changes = [(key, parse_number(config.job, total)) for key, total in totals]
-        self._warn(batch_id, batch_ms, found)
+        changes = [exact_pair(row) for row in batch.collect()]
+        self._warn(batch_id, batch_ms)
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
-        # A restored query's totals before micro-batch 0: the snapshot's ({} for a new one).
-        seeded = partial(seed_totals, checkpoint, config.checkpoint_dir)
+
+        def every() -> DataFrame:  # every total after this micro-batch, on the executors
+            return every_total(spark, config.checkpoint_dir, batch_id, batch)
+
         written = []
         for sink in config.sinks:
             if sink == "console":
@@ -77,14 +91,12 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                kind = write_files(fs, settings, batch_id, batch_ms, before, changes, seeded)
+                kind = write_files(fs, settings, batch_ms, before, changes, base_writer(every))
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
-                # Micro-batch 0 replaces the table: a restored query's with the seed too.
-                rows = sorted({**seeded(), **dict(changes)}.items()) if batch_id == 0 else changes
-                done = write_postgres(config, context, batch_id, batch_ms, rows, offset)
+                done = write_postgres(config, context, batch_id, batch_ms, changes, offset, every)
                 written.append(f"postgres: {done}")
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
@@ -95,13 +107,21 @@ class BatchSinks:
             (time.monotonic() - started) * 1000,
         )
 
-    def _warn(self, batch_id: int, batch_ms: int, found: Counter[str]) -> None:
+    def _warn(self, batch_id: int, batch_ms: int) -> None:
         """The micro-batch's Kafka values skipped or repaired and bad CSV rows, if any."""
+        if self.accumulator is None:
+            return
+        now = Counter(self.accumulator.value)
+        found = problems.since(now, self._problems)
+        self._problems = now
         if not found:
             return
-        self._problems.update(found)
         config = self.config
         for line in problems.warnings(
-            found, self._problems, config.value_field or "value", config.key_field or "key"
+            found,
+            now,
+            config.value_field or "value",
+            config.key_field or "key",
+            value_type(config.job, config.sum_scale),
         ):
             log.warning("batch_id=%d batch_time_ms=%d: %s", batch_id, batch_ms, line)

@@ -3,7 +3,7 @@
 Driver side, in foreachBatch, after the sinks: micro-batch N writes the snapshot of
 micro-batch N-1 when one is due (Spark's state data source reads committed micro-batches
 only, and N-1 is committed once N runs). The executors read the state (the `statestore`
-data source, one task per state partition) and write one part file each; the driver gets
+data source, one task per state partition: totals.py) and write one part file each; the driver gets
 the count and the sum, renames the directory into place and writes the manifest last
 (recovery/snapshot_writer.py: the same format, retention and replay rules as the DStream
 engine's), with the position the state includes, from the offsets log: the Kafka end
@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
@@ -35,7 +34,6 @@ from streaming_app.recovery.snapshots import (
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sources.files_log import visible_names
 from streaming_app.structured.kafka_offsets import from_json
-from streaming_app.structured.processor import parse_number
 from streaming_app.structured.query_log import (
     OFFSETS,
     batch_timestamp,
@@ -43,7 +41,7 @@ from streaming_app.structured.query_log import (
     query_id,
 )
 from streaming_app.structured.source_log import files_up_to, log_offset
-from streaming_app.structured.state_layout import STATE_NAME
+from streaming_app.structured.totals import exact_pair, state_totals
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -122,7 +120,7 @@ def _write(spark: SparkSession, config: AppConfig, batch_id: int) -> str | None:
     temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
-    pairs = state_pairs(spark, checkpoint, batch_id, config.job).cache()
+    pairs = state_pairs(spark, checkpoint, batch_id).cache()
     try:
         # The executors write the state's partitions; the driver gets the figures only.
         pairs.map(format_line).saveAsTextFile(temp)
@@ -135,22 +133,9 @@ def _write(spark: SparkSession, config: AppConfig, batch_id: int) -> str | None:
     return final
 
 
-def state_pairs(spark: SparkSession, checkpoint: str, batch_id: int, job: str) -> RDD[Any]:
+def state_pairs(spark: SparkSession, checkpoint: str, batch_id: int) -> RDD[Any]:
     """(key, total) of every key after committed micro-batch `batch_id`, read on the executors."""
-    state: DataFrame = (
-        spark.read.format("statestore")
-        .option("batchId", batch_id)
-        .option("stateVarName", STATE_NAME)
-        .load(checkpoint)
-    )
-    # The map state's rows: key (the bucket), user_map_key (the word), user_map_value.
-    words = state.select("user_map_key.word", f"user_map_value.{STATE_NAME}")
-    return words.rdd.map(partial(state_pair, job))
-
-
-def state_pair(job: str, row: Any) -> tuple[str, Any]:
-    """One state row as a snapshot pair: the key and its total as the job keeps it."""
-    return row[0], parse_number(job, row[1])
+    return state_totals(spark, checkpoint, batch_id).rdd.map(exact_pair)
 
 
 def batch_position(fs: FileSystem, config: AppConfig, batch_id: int) -> dict[str, Any]:

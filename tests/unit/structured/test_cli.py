@@ -34,7 +34,7 @@ def test_a_missing_extra_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(requirements, "_installed", lambda name: None)
     result = CliRunner().invoke(cli, ["run", "--engine", "structured"])
     line = assert_usage_error(result, "pip install 'streaming-app[structured]'")
-    assert "pandas, pyarrow, protobuf" in line
+    assert "pandas, pyarrow" in line
 
 
 def test_the_engine_comes_from_the_environment_too() -> None:

@@ -15,7 +15,9 @@ from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE, read_metad
 from streaming_app.settings.loading import load_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import guard_checkpoint, guarded_settings
-from streaming_app.structured.state_layout import STATE_LAYOUT
+from streaming_app.structured.state_layout import state_layout
+
+STATE_LAYOUT = state_layout("wordcount", 12)
 
 ENTRY = (
     'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000001234,"conf":{'
@@ -169,6 +171,14 @@ def test_a_checkpoint_of_another_state_layout_is_refused_with_the_way_out(
     message = str(info.value)
     assert f"state layout value-per-key -> {STATE_LAYOUT}" in message
     assert "--restore-from-snapshot" in message
+    assert snapshot(ckpt) == kept
+    # 9827bb2 (0.4.0): a map state per bucket, refused the same way.
+    settings = {**record["settings"], "state_layout": "map-per-bucket/1024"}
+    path.write_text(json.dumps({**record, "settings": settings}))
+    kept = snapshot(ckpt)
+    with pytest.raises(CheckpointError) as info:
+        guard_checkpoint(LocalFs(), config(ckpt), 2)
+    assert f"state layout map-per-bucket/1024 -> {STATE_LAYOUT}" in str(info.value)
     assert snapshot(ckpt) == kept
     path.write_text(json.dumps(record))
     guard_checkpoint(LocalFs(), config(ckpt), 2)  # the same layout passes

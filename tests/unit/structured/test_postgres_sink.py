@@ -1,5 +1,5 @@
 """The structured postgres sink's rules, without a database: the progress row's position and
-how a micro-batch goes in (replay skipped, changes applied, table replaced, gap refused)."""
+how a micro-batch goes in (replay skipped, changes applied, every total after a gap)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from streaming_app.errors import EXIT_CRASH, SinkError
 from streaming_app.sources.positions import describe_position
 from streaming_app.structured.postgres_sink import (
     micro_batch_position,
+    needs_every_total,
     plan_micro_batch,
     recorded_batch,
 )
@@ -67,7 +68,10 @@ def test_the_recorded_micro_batch_is_this_querys_only(previous: Any, found: int 
 
 
 def plan(previous: Any, batch_id: int) -> bool | None:
-    return plan_micro_batch("word_totals", QUERY, batch_id)(previous)
+    """What the sink decides before it writes; the writer's plan agrees under the lock."""
+    every = needs_every_total(previous, QUERY, batch_id)
+    assert plan_micro_batch("word_totals", QUERY, batch_id, bool(every))(previous) is every
+    return every
 
 
 @pytest.mark.parametrize("recorded", [5, 6, 9])
@@ -100,18 +104,22 @@ def test_micro_batch_0_recorded_is_still_a_replay() -> None:
 
 
 @pytest.mark.parametrize(
-    ("previous", "holds"),
+    "previous",
     [
-        (None, "holds no totals of this query"),
-        (row({"context": QUERY, "batch_id": 2}), "as of micro-batch 2 only"),
-        (row({"context": "app-20261124", "files": []}), "the totals of another run"),
+        None,  # the sink added to a query that ran, or the table dropped
+        row({"context": QUERY, "batch_id": 2}),  # micro-batches 3 and 4 missing
+        row({"context": "app-20261124", "files": []}),  # another run wrote the table
     ],
 )
-def test_a_later_micro_batch_that_needs_every_total_is_refused(previous: Any, holds: str) -> None:
+def test_a_later_micro_batch_after_a_gap_writes_every_total(previous: Any) -> None:
+    assert plan(previous, 5) is True
+
+
+def test_changes_alone_are_refused_if_the_row_moved_since_it_was_read() -> None:
+    moved = row({"context": "another-query", "batch_id": 7})
     with pytest.raises(SinkError) as info:
-        plan(previous, 5)
+        plan_micro_batch("word_totals", QUERY, 5, False)(moved)
     message = str(info.value)
-    assert holds in message
-    assert f"micro-batch 5 of query {QUERY} needs every total" in message
-    assert "word_totals" in message and "new checkpoint_dir" in message
+    assert "table word_totals changed while micro-batch 5" in message
+    assert "own postgres_table" in message
     assert info.value.exit_code == EXIT_CRASH

@@ -1,8 +1,9 @@
-"""Read problems (Kafka values skipped or repaired, bad CSV rows) carried beside the totals."""
+"""Read problems (Kafka values skipped or repaired, bad CSV rows) counted beside the totals."""
 
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 
 import pyarrow as pa
 
@@ -29,49 +30,63 @@ def _kafka_rows(values: list[str | None], texts: list[str | None]) -> pa.RecordB
     )
 
 
-def test_kafka_problems_become_tagged_pairs_after_the_words() -> None:
+class Accumulator:
+    """Spark's accumulator as the executors use it: add() through its param."""
+
+    def __init__(self) -> None:
+        self.param = problems.ProblemCounts()
+        self.value: Counter[str] = self.param.zero(Counter())
+
+    def add(self, more: Counter[str]) -> None:
+        self.value = self.param.addInPlace(self.value, more)
+
+
+def _pairs(out: list[pa.RecordBatch]) -> list[tuple[str, object]]:
+    return [pair for b in out for pair in zip(*(c.to_pylist() for c in b.columns), strict=True)]
+
+
+def test_kafka_problems_go_to_the_accumulator_not_to_the_pairs() -> None:
     batches = [
         _kafka_rows(["a b", "a"], [None, None]),
         _kafka_rows([None], ["oversize=1 replaced=2"]),
         _kafka_rows(["b"], [None]),
         _kafka_rows([None], ["replaced=1"]),
     ]
-    out = list(to_pairs(iter(batches), "wordcount", None, DEFAULT_TOKEN_PATTERN, True))
-    rows = [pair for b in out for pair in zip(*(c.to_pylist() for c in b.columns), strict=True)]
-    assert rows == [("a", "2"), ("b", "2"), ("oversize", "problem:1"), ("replaced", "problem:3")]
+    found = Accumulator()
+    out = list(to_pairs(iter(batches), "wordcount", None, DEFAULT_TOKEN_PATTERN, True,
+                        accumulator=found))  # fmt: skip
+    assert _pairs(out) == [("a", 2), ("b", 2)]
+    assert found.value == {"oversize": 1, "replaced": 3}
+    to_pairs_again = to_pairs(iter(batches[1:2]), "wordcount", None, DEFAULT_TOKEN_PATTERN, True,
+                              accumulator=found)  # fmt: skip
+    assert list(to_pairs_again) == []
+    assert found.value == {"oversize": 2, "replaced": 5}
 
 
-def test_bad_csv_rows_are_counted_by_reason() -> None:
-    lines = ["region,amount", "eu,1", "broken", "us,x", "us,y", ",5"]
+def test_bad_csv_rows_and_inexact_sums_are_counted_by_reason() -> None:
+    lines = ["region,amount", "eu,1", "broken", "us,x", "us,y", ",5", "eu,0.0000000000001",
+             "eu,1" + "0" * 26, "us,2.5"]  # fmt: skip
     batch = pa.RecordBatch.from_arrays([pa.array(lines)], ["value"])
-    out = list(to_pairs(iter([batch]), "keyed-sum", SPEC, DEFAULT_TOKEN_PATTERN, True))
-    rows = dict(pair for b in out for pair in zip(*(c.to_pylist() for c in b.columns), strict=True))
-    assert rows == {"eu": "1", "csv-columns": "problem:1", "csv-value": "problem:2",
-                    "csv-key": "problem:1"}  # fmt: skip
+    found = Accumulator()
+    out = list(to_pairs(iter([batch]), "keyed-sum", SPEC, DEFAULT_TOKEN_PATTERN, True,
+                        scale=12, accumulator=found))  # fmt: skip
+    assert dict(_pairs(out)) == {"eu": Decimal(1), "us": Decimal("2.5")}
+    assert out[0].schema.field("value").type == pa.decimal128(38, 12)
+    assert found.value == {"csv-columns": 1, "csv-value": 2, "csv-key": 1, "csv-range": 2}
 
 
-def test_the_driver_takes_the_problems_out_of_the_totals_and_warns_like_dstreams() -> None:
-    rows = [("a", "5"), ("oversize", "problem:2"), ("csv-value", "problem:1"), ("b", "7")]
-    totals, found = problems.split(rows)
-    assert totals == [("a", "5"), ("b", "7")]
-    since = Counter({"oversize": 5, "empty": 1, "csv-value": 3})
-    lines = problems.warnings(found, since, "amount", "region")
+def test_the_driver_warns_of_what_a_micro_batch_added_like_dstreams() -> None:
+    before = Counter({"oversize": 3, "empty": 1, "csv-value": 2})
+    now = Counter({"oversize": 5, "empty": 1, "csv-value": 3, "csv-range": 1})
+    found = problems.since(now, before)
+    assert found == {"oversize": 2, "csv-value": 1, "csv-range": 1}
+    lines = problems.warnings(found, now, "amount", "region", "decimal(38,12)")
     assert lines == [
         "kafka values skipped or repaired: oversize=2 (empty/null and oversize values are "
         "skipped; replaced = invalid UTF-8 decoded with U+FFFD; lost = gone to retention; "
         "since start: empty=1, oversize=5)",
-        "skipped 1 bad CSV rows (amount not a number=1; 3 since start)",
+        "skipped 2 bad CSV rows (amount not a number=1, amount not exact in decimal(38,12)=1; "
+        "4 since start)",
     ]
-    assert problems.warnings(Counter(), since, "amount", "region") == []
-
-
-def test_the_processor_passes_problem_counts_on_summed_and_stores_nothing() -> None:
-    from pyspark.sql import Row
-
-    from streaming_app.structured.processor import RunningTotals
-
-    processor = RunningTotals("wordcount")  # no init: the state is never touched
-    pairs = [Row(key="empty", value="problem:1"), Row(key="oversize", value="problem:2"),
-             Row(key="empty", value="problem:3")]  # fmt: skip
-    out = list(processor.handleInputRows((problems.PROBLEMS_BUCKET,), iter(pairs), None))
-    assert [(r.key, r.total) for r in out] == [("empty", "problem:4"), ("oversize", "problem:2")]
+    assert problems.warnings(Counter(), now, "amount", "region") == []
+    assert problems.since(now, now) == Counter()

@@ -14,7 +14,7 @@ from streaming_app.structured.requirements import (
     unsupported,
 )
 
-INSTALLED = {"pandas": "2.3.1", "pyarrow": "21.0.0", "protobuf": "6.33.5"}
+INSTALLED = {"pandas": "2.3.1", "pyarrow": "21.0.0"}
 
 
 def test_the_installed_extra_is_complete() -> None:
@@ -27,10 +27,8 @@ def test_the_installed_extra_is_complete() -> None:
     [
         ({"pandas": None}, ["pandas"]),
         ({"pyarrow": "17.0.0"}, ["pyarrow 17.0.0"]),
-        ({"protobuf": "5.29.3"}, ["protobuf 5.29.3"]),
-        ({"protobuf": "7.0.0"}, ["protobuf 7.0.0"]),
         ({"pandas": "3.1.1"}, ["pandas 3.1.1"]),
-        ({"pandas": None, "protobuf": None}, ["pandas", "protobuf"]),
+        ({"pandas": None, "pyarrow": None}, ["pandas", "pyarrow"]),
     ],
 )
 def test_absent_or_unsupported_packages_are_named(
@@ -58,7 +56,7 @@ def test_the_slice_runs_files_console_and_postgres(sinks: str) -> None:
     check_supported(config)
 
 
-def test_what_the_slice_does_not_run_is_listed_at_once() -> None:
+def test_what_the_engine_does_not_run_is_named() -> None:
     config = load_config(
         None,
         cli={
@@ -74,8 +72,8 @@ def test_what_the_slice_does_not_run_is_listed_at_once() -> None:
     with pytest.raises(ConfigError) as info:
         check_supported(config)
     message = str(info.value)
-    for fragment in ("window", "hdfs://nn/out"):
-        assert fragment in message
+    assert "window" in message
+    assert "hdfs://nn/out" not in message  # bases are written by the executors
     assert "postgres" not in message  # the structured engine writes to PostgreSQL
     assert "kafka" not in message  # the structured engine reads Kafka
     assert "metrics_file" not in message  # and writes the metrics file

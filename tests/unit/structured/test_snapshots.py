@@ -13,7 +13,7 @@ from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from streaming_app.recovery.snapshots import Manifest
 from streaming_app.settings.loading import load_config
-from streaming_app.structured.seed import SEED_RECORD, plan_seed, read_seed_record, seed_totals
+from streaming_app.structured.seed import SEED_RECORD, plan_seed, read_seed_record, seed_line
 from streaming_app.structured.snapshot_writer import batch_position, is_due, with_snapshots
 from streaming_app.structured.source_log import file_name, files_up_to, log_offset
 
@@ -93,7 +93,6 @@ def test_a_restore_records_its_seed_and_a_restart_before_micro_batch_0_commits_s
     seed = plan_seed(fs, load_config(None, env={}, cli=cli))
     assert seed is not None and seed.path == str(snapshot)
     assert read_seed_record(fs, str(ckpt)) == seed
-    assert seed_totals(fs, str(ckpt)) == {"a": 3, "b": 1}
     # Spark wrote its files, micro-batch 0 did not commit: the same seed, with or without
     # the option (a supervisor may drop it).
     (ckpt / "metadata").write_text('{"id":"q"}')
@@ -130,3 +129,14 @@ def test_manifests_name_their_engine_and_older_ones_read_as_dstream() -> None:
     assert Manifest.from_json(record).engine == "structured"
     del record["engine"]
     assert Manifest.from_json(record).engine == "dstream"
+
+
+def test_seed_input_lines_keep_keys_and_exact_totals() -> None:
+    from decimal import Decimal
+
+    line = seed_line(('caf\u00e9 "x"\t', Decimal("123456789012345678.300000000001")))
+    assert json.loads(line) == {
+        "key": 'caf\u00e9 "x"\t',
+        "value": "123456789012345678.300000000001",
+    }
+    assert json.loads(seed_line(("a", -3))) == {"key": "a", "value": "-3"}

@@ -1,0 +1,64 @@
+"""The running totals: Spark's own streaming aggregation, and reading them back from its state.
+
+Driver side; Spark runs it all on the executors. `running_totals` sums the pairs per key
+(`groupBy(key).agg(sum(value))`, "update" output mode: each micro-batch outputs the totals
+it changed). The JVM keeps the totals in the state store (RocksDB), so a micro-batch
+costs what its input costs and Python only reads, tokenizes and pre-aggregates.
+`state_totals` reads a committed micro-batch's totals with Spark's state data source
+(`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
+over the totals of the micro-batch before: every total after it, never collected.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.sinks.files_layout import format_total
+from streaming_app.structured.state_layout import KEY, SUM_FIELD, TOTAL, VALUE, exact
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def running_totals(pairs: DataFrame) -> DataFrame:
+    """Each key's running total of its pairs' values: (key, total)."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    return pairs.groupBy(KEY).agg(F.sum(VALUE).alias(TOTAL))
+
+
+def state_totals(spark: SparkSession, checkpoint: str, batch_id: int) -> DataFrame:
+    """(key, total) of every key after committed micro-batch `batch_id`, on the executors."""
+    state = spark.read.format("statestore").option("batchId", batch_id).load(checkpoint)
+    return state.select(state[KEY][KEY].alias(KEY), state[VALUE][SUM_FIELD].alias(TOTAL))
+
+
+def every_total(
+    spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
+) -> DataFrame:
+    """Every total after micro-batch `batch_id`, whose changed totals are `changes`.
+
+    Micro-batch 0 changed every total there is (a restored snapshot's come in as its
+    input); a later one's are laid over the committed totals of the one before.
+    """
+    if batch_id == 0:
+        return changes
+    before = state_totals(spark, checkpoint, batch_id - 1)
+    kept = before.join(changes.select(KEY), KEY, "left_anti")
+    return kept.unionByName(changes)
+
+
+def exact_pair(row: Any) -> tuple[str, Any]:
+    """A (key, total) row as the DStream engine's pair: an int or a normalized Decimal."""
+    return row[0], exact(row[1])
+
+
+def total_line(row: Any) -> str:
+    """A (key, total) row as a line of the files sink (`word<TAB>total`)."""
+    return format_total(exact_pair(row))
+
+
+def lines_of(frame: DataFrame) -> RDD[str]:
+    """A frame of (key, total) as the files sink's lines, formatted on the executors."""
+    return frame.rdd.map(total_line)
