@@ -48,5 +48,11 @@ class SinkError(StreamingAppError):
     """A sink cannot write and retrying will not help (bad credentials, missing database)."""
 
 
+class SinkSetupError(SinkError):
+    """A sink's table or database does not suit the job: a setting must change (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
 class StopRequestedError(StreamingAppError):
     """The app is stopping; a call that waits for a server (broker, database) gives up."""

@@ -20,6 +20,7 @@ from streaming_app.errors import (
     EXIT_OK,
     CheckpointError,
     SinkError,
+    SinkSetupError,
     SourceDataLostError,
     StreamingAppError,
     StreamingFailedError,
@@ -83,6 +84,7 @@ _NO_RESTART_ERRORS = {
     "SourceDataLostError": SourceDataLostError,
     "CheckpointError": CheckpointError,
     "SinkError": SinkError,  # exit 1, but its own message says what to fix
+    "SinkSetupError": SinkSetupError,  # a table or database that does not suit the job
 }
 
 

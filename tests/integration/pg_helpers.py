@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX
-from streaming_app.sinks.postgres.writer import redact_dsn
+from streaming_app.sinks.postgres.writer import read_totals, redact_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -61,8 +64,45 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+@contextmanager
+def fresh_database(dsn: str, encoding: str) -> Iterator[str]:
+    """A database no other test uses, of `encoding` with the C locale (what initdb makes
+    under LC_ALL=C); yields its DSN, and drops it at the end, connections and all."""
+    name = f"sdb_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE DATABASE {} ENCODING {} LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+            ).format(sql.Identifier(name), sql.Literal(encoding))
+        )
+    try:
+        yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
 def postgres_config(tmp_path: Path, dsn: str) -> Path:
     """A config file with the DSN: credentials never go on the command line."""
     path = tmp_path / "postgres.ini"
     path.write_text(f"[postgres]\npostgres_dsn = {dsn}\n", encoding="utf-8")
     return path
+
+
+def wait_for_pg_totals(
+    dsn: str, table: str, expected: dict[str, int], timeout: float = 90
+) -> dict[str, int]:
+    """Poll the sink's table until it holds exactly `expected`; fail with the last seen."""
+    deadline = time.monotonic() + timeout
+    seen: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        try:
+            seen = read_totals(dsn, table)
+        except SinkError:  # not created yet
+            seen = {}
+        if seen == expected:
+            return seen
+        time.sleep(0.3)
+    raise AssertionError(f"postgres totals {seen} != {expected}")

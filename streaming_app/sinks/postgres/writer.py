@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
+from streaming_app.sinks.postgres.schema import CLIENT_ENCODING, SCHEMA_LOCK, create_schema
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,6 @@ Progress = tuple[int, Any]
 # written (a replay), else whether its rows are all the totals (replace) or the changes.
 Plan = Callable[[Progress | None], bool | None]
 
-# Every schema creation of this module takes the same lock, so `t` and `public.t` do too.
-_SCHEMA_LOCK = "streaming_app.sinks.postgres.writer schema"
 # Keepalives and a TCP user timeout turn a vanished server into an error within about a
 # minute instead of a hang of the OS default (hours). A DSN may override them.
 _CONNECT_DEFAULTS = {
@@ -123,7 +122,14 @@ def _classify(exc: psycopg.Error, secrets: Iterable[str]) -> tuple[str, str | No
 
 
 def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
-    options = {**_CONNECT_DEFAULTS, **params, "connect_timeout": max(1, math.ceil(timeout))}
+    # The client encoding is the sink's, whatever the DSN or PGCLIENTENCODING say: with the
+    # database's default, a SQL_ASCII database returns text as bytes (schema.py).
+    options = {
+        **_CONNECT_DEFAULTS,
+        **params,
+        "client_encoding": CLIENT_ENCODING,
+        "connect_timeout": max(1, math.ceil(timeout)),
+    }
     return psycopg.connect(autocommit=True, **options)
 
 
@@ -174,9 +180,16 @@ class PostgresWriter:
     ) -> None:
         self.close()
 
-    def ensure_schema(self) -> None:
-        """Create the totals and progress tables if missing (safe from concurrent processes)."""
-        self._run("creating tables in", lambda conn: None)
+    def ensure_schema(self, retry: bool = True) -> None:
+        """Create the totals and progress tables if missing (safe from concurrent processes).
+
+        SinkSetupError if they or the database do not suit the job. Without `retry`, one
+        attempt: an unreachable server raises PostgresUnavailableError.
+        """
+        if retry:
+            self._run("creating tables in", lambda conn: None)
+        else:
+            self._attempt(lambda conn: None)
 
     def last_batch_ms(self) -> int | None:
         """The batch time of the last batch written, or None before the first."""
@@ -211,7 +224,10 @@ class PostgresWriter:
         in the same transaction (it may raise SinkError, which rolls the transaction back).
         """
         staged = list(rows)  # a retry writes the same rows again, so an iterator is read once
-        position = None if source_position is None else json.dumps(source_position)
+        # Non-ASCII as it is: a SQL_ASCII database refuses jsonb's \u escapes above 007F.
+        position = (
+            None if source_position is None else json.dumps(source_position, ensure_ascii=False)
+        )
 
         def by_time(previous: Progress | None) -> bool | None:
             return None if previous is not None and previous[0] >= batch_ms else replace
@@ -249,7 +265,8 @@ class PostgresWriter:
             if self._conn is None or self._conn.closed:
                 self._conn = _connect(self._params, self.connect_timeout)
             if not self._schema_ready:
-                self._create_schema(self._conn)
+                create_schema(self._conn, self.table, self._totals, self._progress, self.value_type)
+                self._schema_ready = True
             return work(self._conn)
         except psycopg.Error as exc:
             self.close()  # whatever state the session is in, the next attempt starts afresh
@@ -260,44 +277,6 @@ class PostgresWriter:
                 f"PostgreSQL sink {self.table} at {self.redacted_dsn}: {reason}; {hint}"
             ) from exc
 
-    def _create_schema(self, conn: Connection) -> None:
-        # Two processes creating the same table at once can both pass IF NOT EXISTS and
-        # collide on pg_type; the transaction-scoped advisory lock serialises them.
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [_SCHEMA_LOCK])
-            conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
-                    " count {} NOT NULL, last_batch_ms bigint NOT NULL)"
-                ).format(self._totals, self.value_type)
-            )
-            conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (sink text PRIMARY KEY,"
-                    " batch_ms bigint NOT NULL, source_position jsonb,"
-                    " rows_written bigint NOT NULL,"
-                    " updated_at timestamptz NOT NULL DEFAULT now())"
-                ).format(self._progress)
-            )
-            self._check_value_type(conn)
-        self._schema_ready = True
-
-    def _check_value_type(self, conn: Connection) -> None:
-        """An existing table made by the other job would round sums or refuse them."""
-        schema, _, name = self.table.rpartition(".")
-        row = conn.execute(
-            "SELECT data_type FROM information_schema.columns WHERE table_schema ="
-            " coalesce(%s, current_schema()) AND table_name = %s AND column_name = 'count'",
-            [schema or None, name],
-        ).fetchone()
-        wanted = self.value_type.as_string(None)
-        if row is not None and row[0] != wanted:
-            raise SinkError(
-                f"PostgreSQL table {self.table} has a {row[0]} count column, but this job "
-                f"writes {wanted} (word counts: bigint; keyed-sum: numeric); use another "
-                "postgres_table for this job"
-            )
-
     def write_window(self, batch_ms: int, rows: Iterable[tuple[str, Any]]) -> bool:
         """Replace `<table>_window` by the window ending at batch_ms; False if not newer."""
         staged = list(rows)
@@ -305,9 +284,7 @@ class PostgresWriter:
 
         def write(conn: Connection) -> bool:
             with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [_SCHEMA_LOCK]
-                )
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
                 conn.execute(
                     sql.SQL(
                         "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"

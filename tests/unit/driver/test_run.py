@@ -277,3 +277,24 @@ def test_a_daemon_given_with_spark_conf_is_left_alone() -> None:
     )
     choose_worker_daemon(sc, config)  # type: ignore[arg-type]
     assert sc._conf == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "code"), [("SinkSetupError", EXIT_USAGE), ("SinkError", 1), ("CheckpointError", 3)]
+)
+def test_an_app_error_raised_in_a_batch_keeps_its_message_and_exit_code(
+    name: str, code: int
+) -> None:
+    from streaming_app.driver.stopping import stream_failure
+
+    text = (
+        "org.apache.spark.SparkException: An exception was raised by Python:\n"
+        "Traceback (most recent call last):\n"
+        '  File "streaming_app/sinks/postgres/stream.py", line 1, in write_postgres\n'
+        f"streaming_app.errors.{name}: PostgreSQL table wc has a text count column\n\n"
+        "\tat org.apache.spark.streaming.api.python.TransformFunction.apply(X.scala:1)\n"
+    )
+    error = stream_failure(RuntimeError(text))
+    assert type(error).__name__ == name
+    assert str(error) == "PostgreSQL table wc has a text count column"
+    assert error.exit_code == code

@@ -99,6 +99,8 @@ def fake_connection(last_batch_ms: int = 1234) -> Any:
     """
     conn = mock.MagicMock(name="connection")
     conn.closed = False
+    conn.info.encoding = "utf-8"
+    conn.info.parameter_status.return_value = "UTF8"
 
     def execute(query: Any, params: Any = None) -> Any:
         result = mock.MagicMock(name="cursor")

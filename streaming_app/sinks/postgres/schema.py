@@ -1,0 +1,95 @@
+"""The postgres sink's tables: created if missing, refused if they or the database do not suit.
+
+Runs on the driver, inside the writer's connection (no Spark here). The checks raise
+SinkSetupError: a setting must change (postgres_table, postgres_dsn), and restarting
+cannot help, so the run ends with exit 2 and one line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+
+from streaming_app.errors import SinkSetupError
+from streaming_app.settings.rules import WINDOW_SUFFIX
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Every schema creation of the sink takes the same lock, so `t` and `public.t` do too (its
+# text is that of older versions, which take it too).
+SCHEMA_LOCK = "streaming_app.sinks.postgres.writer schema"
+# The client encoding of every connection of the sink: words are any Unicode text. A UTF8
+# database stores them as they are; a SQL_ASCII one (initdb under LC_ALL=C) stores and
+# returns the bytes it is given unchecked, so UTF-8 text goes in and comes back unchanged.
+CLIENT_ENCODING = "UTF8"
+# The server encodings that can hold every word; any other cannot store some of them.
+WHOLE_UNICODE = ("UTF8", "SQL_ASCII")
+
+
+def create_schema(
+    conn: psycopg.Connection[Any],
+    table: str,
+    totals: sql.Identifier,
+    progress: sql.Identifier,
+    value_type: sql.SQL,
+) -> None:
+    """Create the totals and progress tables if missing, then check they suit this job.
+
+    Two processes creating the same table at once can both pass IF NOT EXISTS and collide
+    on pg_type; the transaction-scoped advisory lock serialises them.
+    """
+    check_encoding(conn, table)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
+                " count {} NOT NULL, last_batch_ms bigint NOT NULL)"
+            ).format(totals, value_type)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (sink text PRIMARY KEY,"
+                " batch_ms bigint NOT NULL, source_position jsonb,"
+                " rows_written bigint NOT NULL,"
+                " updated_at timestamptz NOT NULL DEFAULT now())"
+            ).format(progress)
+        )
+        for name in (table, table + WINDOW_SUFFIX):  # the window table, if there is one
+            check_value_type(conn, name, value_type.as_string(None))
+
+
+def check_encoding(conn: psycopg.Connection[Any], table: str) -> None:
+    """The database can hold every word, and this connection exchanges text as UTF-8."""
+    server = conn.info.parameter_status("server_encoding") or "unknown"
+    database = conn.info.dbname
+    if server not in WHOLE_UNICODE:
+        raise SinkSetupError(
+            f"PostgreSQL database {database} (table {table}) has encoding {server}, which "
+            "cannot store every word (only UTF8 and SQL_ASCII can); point postgres_dsn at a "
+            "database created with ENCODING 'UTF8'"
+        )
+    if conn.info.encoding != "utf-8":  # the sink sets it; a server that ignored it
+        client = conn.info.parameter_status("client_encoding")
+        raise SinkSetupError(
+            f"PostgreSQL connection for table {table} has client encoding {client}, not "
+            f"{CLIENT_ENCODING}; remove what sets it from postgres_dsn and the server's settings"
+        )
+
+
+def check_value_type(conn: psycopg.Connection[Any], table: str, wanted: str) -> None:
+    """An existing table made by the other job would round sums or refuse them."""
+    schema, _, name = table.rpartition(".")
+    row = conn.execute(
+        "SELECT data_type FROM information_schema.columns WHERE table_schema ="
+        " coalesce(%s, current_schema()) AND table_name = %s AND column_name = 'count'",
+        [schema or None, name],
+    ).fetchone()
+    if row is not None and row[0] != wanted:
+        raise SinkSetupError(
+            f"PostgreSQL table {table} has a {row[0]} count column, but this job writes "
+            f"{wanted} (word counts: bigint; keyed-sum: numeric); use another postgres_table "
+            "for this job"
+        )
