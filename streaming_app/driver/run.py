@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming_app.common.failure_text import java_summary
+from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import (
     jvm_ignoring_sigterm,
     prepare_spark_env,
@@ -158,9 +159,11 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
 
         configure_runtime(config, stop.event)
     if "postgres" in config.sinks:
-        from streaming_app.sinks.postgres.stream import configure_postgres
+        from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
 
         configure_postgres(config.postgres_dsn, stop.event)
+        # Before Spark starts: a table that does not suit the job ends the run in one line.
+        check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
         with jvm_ignoring_sigterm(), stop.through_start():
             ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))
@@ -180,6 +183,9 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
     try:
         reason = await_stop(ssc, stop, config.duration)
     except StreamingAppError:
+        # The run ends with the error's one line; the jobs this stop interrupts would each
+        # log their interruption with a stack trace.
+        silence_spark_log(ssc.sparkContext)
         stop_quietly(ssc)
         raise
     deadline = time.monotonic() + config.stop_timeout

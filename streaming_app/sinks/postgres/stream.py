@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.sources.positions import batch_position
 
 if TYPE_CHECKING:
@@ -65,17 +66,49 @@ def configure_postgres(dsn: str | None, stop: threading.Event) -> None:
     _RUNTIME.writers.clear()
 
 
-def writer_for(table: str, numeric: bool = False) -> PostgresWriter:
-    """This driver's writer for a table (one connection, today's DSN), tables created."""
+def _new_writer(table: str, numeric: bool) -> PostgresWriter:
     from streaming_app.sinks.postgres.writer import PostgresWriter
 
+    value_type = "numeric" if numeric else "bigint"
+    return PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop, value_type=value_type)
+
+
+def writer_for(table: str, numeric: bool = False) -> PostgresWriter:
+    """This driver's writer for a table (one connection, today's DSN), tables created."""
     writer = _RUNTIME.writers.get(table)
     if writer is None:
-        value_type = "numeric" if numeric else "bigint"
-        writer = PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop, value_type=value_type)
+        writer = _new_writer(table, numeric)
         writer.ensure_schema()
         _RUNTIME.writers[table] = writer
     return writer
+
+
+def check_tables(table: str, numeric: bool = False) -> None:
+    """At start, before Spark: create the tables, or raise SinkError if they cannot serve.
+
+    A table or database that does not suit the job (SinkSetupError), a wrong password or a
+    missing database ends the run before any batch, with one line. One attempt only: an
+    unreachable server is a warning, and the first batch waits for it and checks then.
+    """
+    from streaming_app.sinks.postgres.writer import PostgresUnavailableError
+
+    writer = _new_writer(table, numeric)
+    try:
+        writer.ensure_schema(retry=False)
+    except PostgresUnavailableError as exc:
+        writer.close()
+        log.warning(
+            "PostgreSQL at %s is unreachable at start (%s); the first batch waits for it "
+            "and checks table %s then",
+            writer.server,
+            exc,
+            table,
+        )
+        return
+    except BaseException:
+        writer.close()
+        raise
+    _RUNTIME.writers[table] = writer  # its connection serves the first batch
 
 
 def write_window_postgres(
@@ -85,9 +118,10 @@ def write_window_postgres(
     from streaming_app.common.batch_time import epoch_ms
 
     batch_ms = epoch_ms(batch_time)
-    rows = rdd.collect()
-    if not writer_for(target.table, target.numeric).write_window(batch_ms, rows):
-        log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
+    with app_errors_in_one_line(rdd.context):
+        rows = rdd.collect()
+        if not writer_for(target.table, target.numeric).write_window(batch_ms, rows):
+            log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 
 def _flag_changed(pair: tuple[str, tuple[int, int | None]]) -> tuple[str, tuple[int, bool]]:
@@ -131,6 +165,13 @@ def write_postgres(
     by another context (a restore, a fresh start), the table is replaced by all the
     totals; rows are absolute totals, so that is always right, only larger.
     """
+    with app_errors_in_one_line(rdd.context):
+        _write_totals(batch_time, rdd, target, view)
+
+
+def _write_totals(
+    batch_time: datetime, rdd: RDD[Any], target: PostgresTarget, view: StateView | None
+) -> None:
     from streaming_app.common.batch_time import epoch_ms
     from streaming_app.common.hadoop_fs import HadoopFs
     from streaming_app.sinks.commit import mark_written

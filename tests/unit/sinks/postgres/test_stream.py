@@ -1,0 +1,53 @@
+"""The postgres output operation's start-up check, without a server or Spark."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from streaming_app.errors import SinkSetupError
+from streaming_app.sinks.postgres import stream
+from streaming_app.sinks.postgres.writer import PostgresUnavailableError, PostgresWriter
+
+
+@pytest.fixture(autouse=True)
+def _runtime() -> Any:
+    stream.configure_postgres("postgresql://u@127.0.0.1:5999/test", threading.Event())
+    yield
+    stream.configure_postgres(None, threading.Event())
+
+
+def fail_with(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> list[bool]:
+    """Make every writer's one-attempt schema check raise `error`; records the retry flags."""
+    calls: list[bool] = []
+
+    def ensure_schema(self: PostgresWriter, retry: bool = True) -> None:
+        calls.append(retry)
+        raise error
+
+    monkeypatch.setattr(PostgresWriter, "ensure_schema", ensure_schema)
+    return calls
+
+
+def test_a_table_that_does_not_suit_the_job_ends_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = fail_with(monkeypatch, SinkSetupError("PostgreSQL table wc has a text count column"))
+    with pytest.raises(SinkSetupError, match="wc has a text count column"):
+        stream.check_tables("wc")
+    assert calls == [False]  # one attempt, no retries before Spark starts
+
+
+def test_an_unreachable_server_at_start_is_a_warning_and_the_batches_wait(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fail_with(monkeypatch, PostgresUnavailableError("Connection refused"))
+    with caplog.at_level(logging.WARNING):
+        stream.check_tables("wc")
+    assert "PostgreSQL at 127.0.0.1:5999 is unreachable at start (Connection refused)" in (
+        caplog.text
+    )
+    assert "the first batch waits for it" in caplog.text
