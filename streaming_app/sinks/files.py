@@ -200,12 +200,18 @@ def write_window_files(
     """
     from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
-    batch_ms = epoch_ms(batch_time)
     fs = HadoopFs(rdd.context, output_dir)
+    write_window_pairs(fs, output_dir, epoch_ms(batch_time), rdd.collect(), keep)
+
+
+def write_window_pairs(
+    fs: HadoopFs, output_dir: str, batch_ms: int, pairs: list[tuple[str, Any]], keep: int
+) -> None:
+    """The window ending at batch_ms, collected, as `window-<batch_ms>/`; older ones pruned."""
     temp = _join(output_dir, temp_name(batch_ms, WINDOW))
     final = _join(output_dir, totals_name(batch_ms, WINDOW))
     fs.delete(temp)  # left over from a run killed while writing this batch
-    write_collected(fs, temp, rdd.collect())
+    write_collected(fs, temp, pairs)
     fs.publish_dir(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms, WINDOW):
         fs.delete(_join(output_dir, name))

@@ -5,9 +5,8 @@ DStream engine's (sinks/files.py writes it, files_layout.py reads it back, `stre
 totals` prints it): a micro-batch is named by its timestamp from the offsets log, its
 chain marker names the micro-batch before, and the context is the query id. A delta holds
 the totals the micro-batch changed (collected, as the DStream engine's delta); a base,
-when one is due or the chain starts or breaks, every total: the state of the micro-batch
-before with this one's changes laid over it (totals.py `every_total`), written as part
-files by the executors, so `output_dir` may be on any Hadoop file system and no total
+when one is due or the chain starts or breaks, every total, written as part files by the
+executors (files_base.py), so `output_dir` may be on any Hadoop file system and no total
 passes through the driver. A replayed micro-batch whose output is already there leaves
 it; otherwise it writes what it wrote before (same input, same state).
 """
@@ -19,11 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.sinks.files import FilesSettings, complete_outputs, write_chain
-from streaming_app.structured.totals import lines_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from streaming_app.common.hadoop_fs import HadoopFs
 
 log = logging.getLogger(__name__)
@@ -49,19 +45,10 @@ def write_files(
     """Write a micro-batch's delta (its changed totals) or base; returns its kind.
 
     write_base: writes every total after the micro-batch as part files into a directory
-    (`base_writer`).
+    (files_base.py `base_writer`).
     """
     kind = written_kind(fs, settings, batch_ms)
     if kind is not None:
         log.info("files sink: batch_time_ms=%d was written before the restart (%s)", batch_ms, kind)
         return kind
     return write_chain(fs, settings, batch_ms, lambda: changes, write_base, previous_ms)
-
-
-def base_writer(every: Callable[[], DataFrame]) -> Callable[[str], None]:
-    """write_files' `write_base` for a frame of every total: part files by the executors."""
-
-    def write_base(temp: str) -> None:
-        lines_of(every()).saveAsTextFile(temp)
-
-    return write_base

@@ -103,7 +103,9 @@ def guarded_settings(config: AppConfig, state_partitions: int | None) -> dict[st
             value = list(value)
         settings[key] = value
     settings["state_partitions"] = state_partitions
-    settings["state_layout"] = state_layout(config.job, config.sum_scale)
+    settings["state_layout"] = state_layout(
+        config.job, config.sum_scale, config.window_ms, config.slide_ms
+    )
     return settings
 
 

@@ -19,6 +19,7 @@ from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.progress import Trigger, batch_metrics, trigger_of
 from streaming_app.structured.query_log import batch_timestamp
+from streaming_app.structured.windows import WINDOW_QUERY
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +46,8 @@ class ProgressListener(StreamingQueryListener):
             text = event.progress.json
             log.debug("micro-batch progress (Spark's): %s", text)
             progress = json.loads(text)
+            if progress.get("name") == WINDOW_QUERY:
+                return  # the window query's micro-batches: the totals' query is the job's
             batch_id = int(progress["batchId"])
             previous = None
             if self._previous is not None and self._previous[0] == batch_id - 1:

@@ -63,8 +63,9 @@ def require_extra(installed: dict[str, str | None] | None = None) -> None:
 def unsupported(config: AppConfig) -> list[str]:
     """The settings this slice of the structured engine does not run yet (docs/structured.md)."""
     found = []
-    if config.window is not None:
-        found.append("window")
+    if config.window is not None and config.source == "socket":
+        # Each query reads the source itself, and a socket serves one reader (nc -lk).
+        found.append("window with the socket source")
     return found
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from streaming_app.common.failure_text import java_summary
+from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
 from streaming_app.driver.run import (
     check_checkpoint_location,
@@ -48,6 +50,14 @@ def stop_between_batches(spark: Any, query: Any, deadline: float) -> bool:
     return True
 
 
+def await_any(queries: list[Any], seconds: float) -> bool:
+    """Whether a query ended within `seconds` (the first one waited on); raises its failure."""
+    for query in queries[1:]:
+        if not query.isActive:
+            return bool(query.awaitTermination(0.001))
+    return bool(queries[0].awaitTermination(seconds))
+
+
 def run(config: AppConfig) -> int:
     """Run the structured engine until stopped; returns the exit code (raises on failure)."""
     require_extra()
@@ -69,15 +79,22 @@ def run(config: AppConfig) -> int:
     stop = StopRequest()
     stop.install()
     if "postgres" in config.sinks:
-        from streaming_app.sinks.postgres.stream import configure_postgres
+        from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
 
         # The DStream sink's writer, with today's DSN: in this process's memory only.
         configure_postgres(config.postgres_dsn, stop.event)
+        # Before Spark starts: a table that does not suit the job ends the run in one line.
+        check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
         with jvm_ignoring_sigterm(), stop.through_start():
             spark = build_session(config)
             attach_listener(spark, config)
             query = start_query(spark, config)
+            queries = [query]
+            if config.window is not None:
+                from streaming_app.structured.windows import start_window_query
+
+                queries.append(start_window_query(spark, config))
     except StreamingAppError:
         raise
     except Exception as exc:  # Spark refused the query or its checkpoint
@@ -88,10 +105,13 @@ def run(config: AppConfig) -> int:
     try:
         reason = wait_for_stop(
             # StreamingQueryException (a micro-batch failed) has no common base but Exception.
-            query.awaitTermination, Exception, stop, config.duration,
+            partial(await_any, queries), Exception, stop, config.duration,
             "the streaming query", "a micro-batch",
         )  # fmt: skip
     except StreamingAppError:
+        # The run ends with the error's one line: Spark would log the failed micro-batch
+        # and every task the stop interrupts with a stack trace.
+        silence_spark_log(spark.sparkContext)
         spark.stop()
         raise
     log.info(
@@ -99,7 +119,8 @@ def run(config: AppConfig) -> int:
         reason,
         config.stop_timeout,
     )
-    if not stop_between_batches(spark, query, time.monotonic() + config.stop_timeout):
+    deadline = time.monotonic() + config.stop_timeout
+    if not all([stop_between_batches(spark, each, deadline) for each in queries]):
         log.warning(
             "the micro-batch in flight did not finish within stop_timeout=%g s; stopping hard. "
             "Nothing is lost: the restart runs it again from the checkpoint",

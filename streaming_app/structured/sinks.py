@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings
 from streaming_app.state.buckets import rank
 from streaming_app.structured import problems
-from streaming_app.structured.files_sink import base_writer, write_files
+from streaming_app.structured.files_base import base_writer
+from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.state_layout import value_type
@@ -54,9 +56,11 @@ class BatchSinks:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (its changed totals) to every sink."""
+        sc = batch.sparkSession.sparkContext
         batch.persist()  # the micro-batch runs once, whatever the sinks read of it
         try:
-            self._write(batch, batch_id)
+            with app_errors_in_one_line(sc):  # a setting or table to fix: one line
+                self._write(batch, batch_id)
         finally:
             batch.unpersist()
 
@@ -91,7 +95,8 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                kind = write_files(fs, settings, batch_ms, before, changes, base_writer(every))
+                write_base = base_writer(fs, settings.output_dir, context, before, batch, every)
+                kind = write_files(fs, settings, batch_ms, before, changes, write_base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)

@@ -27,9 +27,10 @@ def value_type(job: str, scale: int) -> str:
     return f"decimal({PRECISION},{scale})" if job == "keyed-sum" else "bigint"
 
 
-def state_layout(job: str, scale: int) -> str:
-    """The layout recorded in a checkpoint's guard record."""
-    return f"aggregate/{value_type(job, scale)}"
+def state_layout(job: str, scale: int, window_ms: int | None = None, slide_ms: int = 0) -> str:
+    """The layout recorded in a checkpoint's guard record (a window's query's state too)."""
+    layout = f"aggregate/{value_type(job, scale)}"
+    return layout if window_ms is None else f"{layout}+window/{window_ms}/{slide_ms}ms"
 
 
 def fits(value: Decimal, scale: int) -> bool:

@@ -2,8 +2,8 @@
 
 Driver side; Spark runs it all on the executors. `running_totals` sums the pairs per key
 (`groupBy(key).agg(sum(value))`, "update" output mode: each micro-batch outputs the totals
-it changed). The JVM keeps the totals in the state store (RocksDB), so a micro-batch
-costs what its input costs and Python only reads, tokenizes and pre-aggregates.
+it changed). The JVM keeps the totals in the state store (in its memory by default), so a
+micro-batch costs what its input costs and Python only reads, tokenizes and pre-aggregates.
 `state_totals` reads a committed micro-batch's totals with Spark's state data source
 (`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
 over the totals of the micro-batch before: every total after it, never collected.

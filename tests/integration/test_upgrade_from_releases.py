@@ -45,9 +45,9 @@ RELEASES = {"0.2.0": "6dcb10d", "0.3.0": "32ace3b"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def extract_release(target: Path, version: str) -> Path:
-    """A release's package from its commit of this repository, under `target`."""
-    commit = RELEASES[version]
+def extract_release(target: Path, version: str, commit: str | None = None) -> Path:
+    """A release's package from its commit of this repository (RELEASES'), under `target`."""
+    commit = commit or RELEASES[version]
     archive = target.parent / f"{target.name}.tar"
     result = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "archive", "-o", str(archive), commit, "streaming_app"],

@@ -60,8 +60,7 @@ def test_what_the_engine_does_not_run_is_named() -> None:
     config = load_config(
         None,
         cli={
-            "source": "kafka",
-            "topics": "t",
+            "source": "socket",
             "sinks": "postgres,files",
             "postgres_table": "stats.word_totals",
             "output_dir": "hdfs://nn/out",
@@ -72,9 +71,14 @@ def test_what_the_engine_does_not_run_is_named() -> None:
     with pytest.raises(ConfigError) as info:
         check_supported(config)
     message = str(info.value)
-    assert "window" in message
+    assert "window with the socket source" in message
     assert "hdfs://nn/out" not in message  # bases are written by the executors
     assert "postgres" not in message  # the structured engine writes to PostgreSQL
-    assert "kafka" not in message  # the structured engine reads Kafka
     assert "metrics_file" not in message  # and writes the metrics file
     assert info.value.exit_code == EXIT_USAGE
+
+
+@pytest.mark.parametrize("source", ["files", "kafka"])
+def test_windows_run_on_replayable_sources(source: str) -> None:
+    cli = {"source": source, "input_dir": "in", "topics": "t", "window": "4", "slide": "2"}
+    assert unsupported(load_config(None, cli=cli)) == []
