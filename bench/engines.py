@@ -40,12 +40,17 @@ from bench.harness import (
     write_json,
 )
 from bench.peer import dstream_rounds, figures, files_app_args, move_in, write_rounds
+from bench.peer import structured_rounds as peer_rounds
 from bench.rates import idle_batches, interleaved, runner
 from bench.recovery import recovery, restart
+from bench.state_size import state_of_keys
 from streaming_app.common.metrics_record import BatchMetrics
 
 ENGINES: dict[str, tuple[str, ...]] = {"dstream": (), "structured": ("--engine", "structured")}
 RUN_BATCHES = EXACT_CHECKPOINT_BATCHES + 3  # 2 warm-up, a checkpoint interval, the last
+PEER = "groupBy(word).count()"
+MILLION_LINES, MILLION_BATCH = 200_000, 20_000  # after every key once; 20,000-line batches
+SNAPSHOT_EVERY = ("--snapshot-interval", "10")  # snapshots of the whole state run too
 IDLE_BATCHES = 3  # the DStream runs go on this many batches after the topic is read
 
 
@@ -223,6 +228,11 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
             "first_batch_median_s": round(median(first), 1),
         }
         found[engine]["ratio"] = round(found[engine]["median_words_per_s"] * baseline / words, 3)
+    # The peer users would write instead: Spark's own word count, groupBy(word).count(),
+    # on the same rounds (bench/peer.py's query; no exactness beyond Spark's, no sinks).
+    (base / PEER).mkdir()
+    found[PEER] = figures(peer_rounds(base / PEER, measured, lines), words)
+    found[PEER]["ratio"] = round(found[PEER]["median_words_per_s"] * baseline / words, 3)
     return {
         "rounds": rounds,
         "files_per_round": FILES_PER_ROUND,
@@ -253,15 +263,36 @@ def files_report(f: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for engine, r in f["engines"].items():
-        idle = "none runs" if engine == "structured" else (
+        idle = "none runs" if engine != "dstream" else (
             "—" if r.get("idle_s") is None else f"{r['idle_s']} s"
         )  # fmt: skip
+        restart = f"{r['first_batch_median_s']} s" if "first_batch_median_s" in r else "—"
         lines.append(
             f"| {engine} | {r['median_words_per_s']:,} | {r['ratio']} | "
             f"{r['median_processing_s']} s | {', '.join(map(str, r['batches']))} | {idle} | "
-            f"{r['first_batch_median_s']} s | {', '.join(map(str, r['first_batch_s']))} |"
+            f"{restart} | {', '.join(map(str, r.get('first_batch_s', ['—'])))} |"
         )
     return lines
+
+
+def million_report(k: dict[str, Any]) -> list[str]:
+    """The two engines with a state of many keys, for docs/benchmarks.md."""
+    return [
+        f"**The two engines with a state of {k['keys']:,} keys** (`python bench/engines.py "
+        f"--million {k['keys']}`; Kafka, the topic holds every key once, then "
+        f"{k['lines']:,} Zipf lines over them, read in capped batches of "
+        f"{MILLION_BATCH:,} lines; snapshots every 10 s; figures of the batches after the "
+        "state is full; peak resident memory of the app's processes over the whole run):",
+        "",
+        "| engine | processing of a batch | words/s | driver (Python) | JVM | "
+        "largest Python worker |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {v['variant']} | {v['processing_s']} s | {v['words_per_s']:,} | "
+            f"{v['driver_mib']} MiB | {v['jvm_mib']} MiB | {v['largest_worker_mib']} MiB |"
+            for v in k["variants"]
+        ],
+    ]
 
 
 def main() -> None:
@@ -273,6 +304,9 @@ def main() -> None:
     parser.add_argument("--recovery-runs", type=int, default=3, help="kill -9 per engine [3]")
     parser.add_argument("--file-rounds", type=int, default=6, help="files: rounds [6]")
     parser.add_argument("--round-lines", type=int, default=60_000, help="files: lines a round")
+    parser.add_argument(
+        "--million", type=int, default=0, help="also a state of this many keys (0: not run)"
+    )
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     inputs = [i.strip() for i in options.inputs.split(",") if i.strip()]
@@ -292,6 +326,13 @@ def main() -> None:
             workdir, options.file_rounds, options.round_lines, options.recovery_runs
         )
         report += ["", *files_report(found["files"])] if report else files_report(found["files"])
+    if options.million:
+        with broker(workdir) as bootstrap:
+            found["million"] = state_of_keys(
+                workdir, bootstrap, options.million, MILLION_LINES, MILLION_BATCH,
+                [(engine, (*extra, *SNAPSHOT_EVERY)) for engine, extra in ENGINES.items()],
+            )  # fmt: skip
+        report += ["", *million_report(found["million"])]
     write_json(workdir / "engines.json", found)
     print("\n".join(report))
     print(f"\n(logs, metrics and engines.json in {workdir})", file=sys.stderr)
