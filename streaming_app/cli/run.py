@@ -33,7 +33,7 @@ def run(
 
             code = run_structured(config)
         else:
-            from streaming_app.driver.run import run as run_app
+            from streaming_app.dstream.run import run as run_app
 
             code = run_app(config)
     except StreamingAppError as error:

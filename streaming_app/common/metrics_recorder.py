@@ -1,7 +1,7 @@
 """Per-batch metrics: one JSON line per completed batch, a progress line, a falling-behind warning.
 
 Engine-neutral, on the driver: fed by the DStream engine's StreamingListener
-(driver/listener.py) and the structured engine's StreamingQueryListener
+(dstream/listener.py) and the structured engine's StreamingQueryListener
 (structured/listener.py). The format is documented in
 docs/metrics.md and read back by `streaming-app report` (common/metrics_record.py, tools/report.py).
 """

@@ -1,8 +1,8 @@
 """The structured engine's entrypoint: start (or resume) the query, run it, stop it on request.
 
-Driver side. The start-up checks and the stop request are the DStream driver's own
-(driver/run.py, driver/stopping.py); what differs is the query's lifecycle: a graceful
-stop lets the micro-batch in flight finish, then stops the query between micro-batches.
+Driver side. The start-up checks and the stop request are both engines' (lifecycle/); what
+differs is the query's lifecycle: a graceful stop lets the micro-batch in flight finish,
+then stops the query between micro-batches.
 """
 
 from __future__ import annotations
@@ -15,15 +15,9 @@ from typing import Any
 from streaming_app.common.failure_text import java_summary
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
-from streaming_app.driver.run import (
-    check_checkpoint_location,
-    check_metrics_file,
-    effective_master,
-    ensure_readable_dir,
-    ensure_writable_dir,
-)
-from streaming_app.driver.stopping import StopRequest, hard_stop, wait_for_stop
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
+from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.stopping import StopRequest, hard_stop, wait_for_stop
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.requirements import check_supported, require_extra
 
@@ -62,13 +56,7 @@ def run(config: AppConfig) -> int:
     """Run the structured engine until stopped; returns the exit code (raises on failure)."""
     require_extra()
     check_supported(config)
-    ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
-    if "files" in config.sinks and config.output_dir:
-        ensure_writable_dir("output_dir", config.output_dir)
-    if config.source == "files" and config.input_dir:
-        ensure_readable_dir("input_dir", config.input_dir)
-    if config.metrics_file:
-        check_metrics_file(config.metrics_file)
+    check_paths(config)
     prepare_spark_env(config.master, config.spark_conf_dir)
     check_checkpoint_location(config, *effective_master(config))
 

@@ -123,7 +123,8 @@ def run_demo(
     output_dir: str | None,
 ) -> int:
     """Serve the sample text and run the app on it locally; returns the exit code."""
-    from streaming_app.driver.run import ensure_writable_dir, run
+    from streaming_app.dstream.run import run
+    from streaming_app.lifecycle.checks import ensure_writable_dir
 
     temporary = checkpoint_dir is None
     checkpoint_dir = os.path.abspath(checkpoint_dir or tempfile.mkdtemp(prefix="streaming-app-"))

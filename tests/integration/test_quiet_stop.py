@@ -47,7 +47,7 @@ def test_noisy_lines_finds_java_errors_and_traces() -> None:
         "Caused by: java.util.concurrent.RejectedExecutionException: Task rejected\n"
         "\tat java.base/java.util.concurrent.ThreadPoolExecutor.execute(X.java:1)\n"
         "Traceback (most recent call last):\n"
-        "2026-11-24 09:03:10,151 INFO    streaming_app.driver.run: Stopped\n"
+        "2026-11-24 09:03:10,151 INFO    streaming_app.dstream.run: Stopped\n"
     )
     assert len(noisy_lines(log)) == 4
 
@@ -66,7 +66,7 @@ def test_the_demo_run_twice_on_one_checkpoint_stops_quietly(tmp_path: Path) -> N
             command, capture_output=True, text=True, env=script_env(), timeout=240
         )
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "streaming_app.driver.run: Stopped" in done.stderr, done.stderr[-3000:]
+        assert "streaming_app.dstream.run: Stopped" in done.stderr, done.stderr[-3000:]
         assert ("Recovered streaming context" in done.stderr) == (run == "second")
         assert_quiet(done.stderr)
 
@@ -91,7 +91,7 @@ def test_ctrl_c_stops_the_demo_quietly(tmp_path: Path) -> None:
         kill_group(proc)
     text = log.read_text()
     assert "Stopping gracefully (SIGINT)" in text
-    assert "streaming_app.driver.run: Stopped" in text
+    assert "streaming_app.dstream.run: Stopped" in text
     assert_quiet(text)
 
 

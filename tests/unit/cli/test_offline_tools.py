@@ -24,7 +24,10 @@ print(json.dumps({
     "exit_code": result.exit_code,
     "output": result.output,
     "pyspark": sorted(m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")),
-    "driver": sorted(m for m in sys.modules if m.startswith("streaming_app.driver")),
+    "driver": sorted(
+        m for m in sys.modules
+        if m.startswith(("streaming_app.dstream", "streaming_app.structured.run"))
+    ),
 }))
 """
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-import streaming_app.driver.run as run_module
-import streaming_app.driver.startup as startup_module
+import streaming_app.dstream.run as run_module
+import streaming_app.dstream.startup as startup_module
 from streaming_app import __version__
 from streaming_app.cli.main import cli
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming_app.common.fs import LocalFs
-from streaming_app.driver.startup import TRANSIENT, mark_seeding
+from streaming_app.dstream.startup import TRANSIENT, mark_seeding
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.guard import plan_start, seed_at, state_checkpointed
 from streaming_app.recovery.metadata import (

@@ -46,7 +46,7 @@ def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, boo
     """StreamingContext.getOrCreate with our factory; returns (context, created_new)."""
     from pyspark.streaming import StreamingContext
 
-    from streaming_app.driver.factory import create_context
+    from streaming_app.dstream.factory import create_context
 
     created = []
 
@@ -137,7 +137,7 @@ def start_streaming(config: AppConfig, listener: Callable[[int | None], Any]) ->
         # Spark queues the missed intervals at start(): up to the next interval from now.
         replay_until = None if created else int(time.time() * 1000) + config.batch_ms
         ssc.addStreamingListener(listener(replay_until))
-        from streaming_app.driver.factory import choose_worker_daemon
+        from streaming_app.dstream.factory import choose_worker_daemon
 
         choose_worker_daemon(ssc.sparkContext, config)
         try:

@@ -53,7 +53,9 @@ def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
     if any(key == DAEMON_MODULE for key, _ in config.spark_conf):
         return
     local = str(sc.master).startswith("local")
-    sc._conf.set(DAEMON_MODULE, "streaming_app.driver.worker_daemon" if local else "pyspark.daemon")
+    sc._conf.set(
+        DAEMON_MODULE, "streaming_app.dstream.worker_daemon" if local else "pyspark.daemon"
+    )
 
 
 def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tuple[Any, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, progress_line
-from streaming_app.driver.listener import LoggingListener, receiver_warning
+from streaming_app.dstream.listener import LoggingListener, receiver_warning
 from streaming_app.settings.loading import load_config
 from streaming_app.sources import line_counts
 from streaming_app.tools.report import summarize

@@ -1,4 +1,9 @@
-"""Stopping the running context: signals, waiting for a stop, graceful and hard stops."""
+"""The stop of a run, either engine's: the stop request (signals), waiting for it, the hard stop.
+
+Driver side. The request is set by SIGTERM/SIGINT; the wait polls the engine's own
+"has the stream ended" call and turns its failure into the app's error; the hard stop
+ends the JVM when a graceful stop did not finish in time.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +30,6 @@ from streaming_app.errors import (
     StreamingAppError,
     StreamingFailedError,
 )
-from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
 
@@ -100,15 +104,6 @@ def stream_failure(exc: BaseException) -> StreamingAppError:
     )
 
 
-def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
-    """Block until a stop is requested or the duration ends; raise if the stream fails."""
-    from py4j.protocol import Py4JError
-
-    return wait_for_stop(
-        ssc.awaitTerminationOrTimeout, Py4JError, stop, duration, "the streaming context", "a batch"
-    )
-
-
 def wait_for_stop(
     wait: Callable[[float], Any],
     failure: type[BaseException],
@@ -139,37 +134,6 @@ def wait_for_stop(
             return f"duration of {duration:g} s reached"
 
 
-def set_graceful_stop_timeout(ssc: Any, seconds: float) -> None:
-    """Spark's own bound on a graceful stop, read from the live conf when a stop starts.
-
-    Set at run time, not in the factory: a checkpoint would keep the value it was made with.
-    """
-    try:
-        ssc.sparkContext._conf.set(
-            "spark.streaming.gracefulStopTimeout", f"{max(round(seconds * 1000), 1)}ms"
-        )
-    except Exception:
-        log.debug("could not set spark.streaming.gracefulStopTimeout", exc_info=True)
-
-
-def stop_within(ssc: Any, deadline: float) -> bool:
-    """Stop the context gracefully; False if that is still going on at the deadline."""
-    remaining = max(deadline - time.monotonic(), 1.0)
-    set_graceful_stop_timeout(ssc, remaining)
-
-    def stop() -> None:
-        try:
-            ssc.stop(stopSparkContext=True, stopGraceFully=True)
-        except Exception as exc:  # the JVM got the signal too and is already going down
-            log.warning("Spark was already shutting down: %s", java_summary(exc))
-
-    # A daemon thread: a batch stuck in a sink must not keep the process alive.
-    stopper = threading.Thread(target=stop, name="graceful-stop", daemon=True)
-    stopper.start()
-    stopper.join(remaining)
-    return not stopper.is_alive()
-
-
 def hard_stop(ssc: Any) -> None:
     """End the JVM now (its batches in flight with it) and exit without more waiting."""
     gateway = getattr(ssc.sparkContext, "_gateway", None)
@@ -185,21 +149,3 @@ def hard_stop(ssc: Any) -> None:
         jvm.kill()  # its graceful shutdown hook would wait on the stuck batch again
         jvm.wait()
     os._exit(EXIT_OK)
-
-
-def drain_kafka(ssc: Any, config: AppConfig, deadline: float) -> None:
-    from streaming_app.sources.kafka.runtime import drain
-
-    timeout = 2 * config.checkpoint_ms / 1000 + 4 * config.batch_interval + 10
-    # At most two thirds of what is left: the graceful stop itself needs the rest.
-    timeout = max(min(timeout, (deadline - time.monotonic()) * 2 / 3), 0.0)
-    log.info(
-        "taking no new Kafka records; waiting (up to %.0f s) for the state checkpoint that "
-        "covers the last batch read, so that the restart re-reads nothing",
-        timeout,
-    )
-    if not drain(timeout, lambda: bool(ssc.awaitTerminationOrTimeout(0.1))):
-        log.warning(
-            "no state checkpoint covered the last batch in time; the restart will re-read "
-            "the batches since the last one (exactly: from the offset log)"
-        )

@@ -1,6 +1,6 @@
 """The Python worker daemon Spark forks its workers from: pyspark.daemon, preloaded.
 
-Spark starts it with `python -m streaming_app.driver.worker_daemon pyspark.worker` when
+Spark starts it with `python -m streaming_app.dstream.worker_daemon pyspark.worker` when
 `spark.python.daemon.module` names it (create_context sets that for new contexts).
 Two costs of the stock daemon go away:
 

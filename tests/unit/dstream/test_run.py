@@ -14,9 +14,9 @@ import pytest
 
 from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.spark_env import jvm_ignoring_sigterm
-from streaming_app.driver.run import check_checkpoint_location, ensure_writable_dir
-from streaming_app.driver.stopping import StartInterruptedError, StopRequest
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
+from streaming_app.lifecycle.checks import check_checkpoint_location, ensure_writable_dir
+from streaming_app.lifecycle.stopping import StartInterruptedError, StopRequest
 from streaming_app.settings.loading import load_config
 from streaming_app.settings.schema import AppConfig
 
@@ -226,7 +226,7 @@ def test_run_refuses_a_local_checkpoint_with_a_cluster_master_before_spark_start
 def test_a_file_uri_checkpoint_counts_as_local_and_submit_args_name_the_master(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streaming_app.driver.run import effective_master
+    from streaming_app.lifecycle.checks import effective_master
 
     with pytest.raises(ConfigError):
         check_checkpoint_location(_located(f"file://{tmp_path}"), "spark://h:7077", "hdfs://n")
@@ -251,8 +251,8 @@ class _FakeSc:
 @pytest.mark.parametrize(
     ("master", "daemon"),
     [
-        ("local[2]", "streaming_app.driver.worker_daemon"),
-        ("local", "streaming_app.driver.worker_daemon"),
+        ("local[2]", "streaming_app.dstream.worker_daemon"),
+        ("local", "streaming_app.dstream.worker_daemon"),
         # Executors may have the app only in the --py-files zip: Spark's own daemon.
         ("spark://127.0.0.1:7077", "pyspark.daemon"),
         ("yarn", "pyspark.daemon"),
@@ -261,7 +261,7 @@ class _FakeSc:
 def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
     master: str, daemon: str
 ) -> None:
-    from streaming_app.driver.factory import DAEMON_MODULE, choose_worker_daemon
+    from streaming_app.dstream.factory import DAEMON_MODULE, choose_worker_daemon
 
     sc = _FakeSc(master)
     choose_worker_daemon(sc, load_config(cli={"checkpoint_dir": "c"}))  # type: ignore[arg-type]
@@ -269,7 +269,7 @@ def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
 
 
 def test_a_daemon_given_with_spark_conf_is_left_alone() -> None:
-    from streaming_app.driver.factory import choose_worker_daemon
+    from streaming_app.dstream.factory import choose_worker_daemon
 
     sc = _FakeSc("local[2]")
     config = load_config(
@@ -285,7 +285,7 @@ def test_a_daemon_given_with_spark_conf_is_left_alone() -> None:
 def test_an_app_error_raised_in_a_batch_keeps_its_message_and_exit_code(
     name: str, code: int
 ) -> None:
-    from streaming_app.driver.stopping import stream_failure
+    from streaming_app.lifecycle.stopping import stream_failure
 
     text = (
         "org.apache.spark.SparkException: An exception was raised by Python:\n"

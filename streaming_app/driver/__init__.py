@@ -1,1 +1,0 @@
-"""The DStream driver: the context factory, starting or recovering, listening, running, stopping."""

@@ -1,0 +1,1 @@
+"""The DStream engine: the context factory, starting or recovering, listening, running, stopping."""
