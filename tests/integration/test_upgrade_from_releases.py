@@ -27,8 +27,8 @@ from streaming_app import __version__
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.metadata import read_metadata
 from streaming_app.recovery.snapshots import read_manifest, snapshot_batch
-from tests.integration.conftest import kafka_args
-from tests.integration.harness import App, cli_totals, make_text, truth, wait_for_totals
+from tests.integration.conftest import files_args, kafka_args
+from tests.integration.harness import App, cli_totals, drop_file, make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import (
     assert_log_contiguous,
     end_offsets,
@@ -179,3 +179,38 @@ def test_a_releases_checkpoint_is_refused_then_carried_over_exactly(
     assert last == end_offsets(kafka_bootstrap, topic)
     reread = produced_by_stop - sum(manifest.kafka_offsets().values())
     print(f"records {release} counted after its snapshot, read again by {__version__}: {reread}")
+
+
+def test_a_checkpoint_of_0_4_0_recovers_with_this_code_of_the_same_version(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The modules moved since 0.4.0 (commit 9827bb2; driver/ is dstream/ now) but the
+    version did not: its DStream checkpoint, whose graph names them, is recovered as it
+    is, and counting goes on exactly."""
+    if __version__ != "0.4.0":
+        pytest.skip(f"this is {__version__}: a checkpoint of 0.4.0 is refused by version")
+    package = extract_release(tmp_path / "release", "0.4.0", "9827bb2")
+    rng = random.Random(29)
+    texts: list[str] = []
+
+    def add(name: str) -> None:
+        texts.append(make_text(rng, rng.randint(20, 40)))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    args = files_args(dirs)  # a state checkpoint every 2 batches
+    old = start_release(monkeypatch, start_app, package, *args)
+    old.wait_for_log("Started new streaming context")
+    add("a0.txt")
+    wait_for_totals(dirs["output"], truth(texts), old)
+    old.wait_caught_up()
+    assert old.terminate() == 0, old.log()[-3000:]
+    assert "streaming_app.driver." in old.log()  # the release's own modules ran
+
+    recovered = start_app(*args)
+    recovered.wait_for_log("Recovered streaming context from checkpoint")
+    add("b0.txt")
+    wait_for_totals(dirs["output"], truth(texts), recovered)
+    assert recovered.terminate() == 0, recovered.log()[-3000:]
+    assert "Traceback" not in recovered.log() and "ERROR" not in recovered.log()
+    assert not list(tmp_path.glob("checkpoint.incompatible-*"))
+    assert cli_totals(tmp_path, dirs["output"], "totals-now") == truth(texts)
