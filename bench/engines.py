@@ -258,9 +258,9 @@ def files_report(f: dict[str, Any]) -> list[str]:
         f"{f['baseline_words_per_s']:,} words/s in the same invocation):",
         "",
         "| engine | words/s of processing | ratio to the baseline | processing of a round "
-        "(median) | batches a round | a batch with no input | restart after kill -9 to the "
-        "first completed batch (median) | each restart |",
-        "|---|---|---|---|---|---|---|---|",
+        "(median) | (mean) | batches a round | a batch with no input | restart after kill -9 "
+        "to the first completed batch (median) | each restart |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for engine, r in f["engines"].items():
         idle = "none runs" if engine != "dstream" else (
@@ -269,7 +269,8 @@ def files_report(f: dict[str, Any]) -> list[str]:
         restart = f"{r['first_batch_median_s']} s" if "first_batch_median_s" in r else "—"
         lines.append(
             f"| {engine} | {r['median_words_per_s']:,} | {r['ratio']} | "
-            f"{r['median_processing_s']} s | {', '.join(map(str, r['batches']))} | {idle} | "
+            f"{r['median_processing_s']} s | {r['mean_processing_s']} s | "
+            f"{', '.join(map(str, r['batches']))} | {idle} | "
             f"{restart} | {', '.join(map(str, r.get('first_batch_s', ['—'])))} |"
         )
     return lines

@@ -4,9 +4,11 @@ Driver side plans, executors read and write. The cheap way, when this query's ou
 reaches the micro-batch before: its newest base and the deltas after it (the chain, found
 from the names and markers only, `chain_dirs`) are read as text by the executors, the
 micro-batch's changed totals laid over them, the newest line of each key kept. Otherwise
-(the chain starts, broke, or was removed): the state of the micro-batch before, read with
-Spark's state data source (totals.py `every_total`). Either way the lines go straight to
-part files on any Hadoop file system, and no total passes through the driver.
+(the chain starts, broke, or was removed), or when a snapshot reads every total in the same
+micro-batch: every total (totals.py `EveryTotal`, the state of the micro-batch before read
+with Spark's state data source, the changes laid over it), read once for both. Either way
+the lines go straight to part files on any Hadoop file system, and no total passes
+through the driver.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from streaming_app.sinks.files_layout import (
     SUCCESS_MARKER,
     TOTALS,
     batch_of,
+    format_total,
     parse_link,
     totals_name,
 )
-from streaming_app.structured.totals import lines_of, total_line
+from streaming_app.structured.totals import EveryTotal, total_line
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -88,21 +91,20 @@ def chained_lines(sc: SparkContext, dirs: list[str], changes: DataFrame) -> RDD[
 
 
 def base_writer(
-    fs: FileSystem,
-    output_dir: str,
-    context: str,
-    previous_ms: int,
-    changes: DataFrame,
-    every: Callable[[], DataFrame],
+    fs: FileSystem, output_dir: str, context: str, previous_ms: int, every: EveryTotal, read: bool
 ) -> Callable[[str], None]:
-    """write_files' `write_base`: the chain and the changes, else every total of the state."""
+    """write_files' `write_base`: the chain and the changes, else every total of the state.
+
+    read: every total is read this micro-batch anyway (for a snapshot): the base is
+    written from it instead of the chain.
+    """
 
     def write_base(temp: str) -> None:
-        dirs = chain_dirs(fs, output_dir, context, previous_ms)
+        dirs = None if read else chain_dirs(fs, output_dir, context, previous_ms)
         if dirs is None:
-            lines_of(every()).saveAsTextFile(temp)
+            every.pairs().map(format_total).saveAsTextFile(temp)
         else:
-            sc = changes.sparkSession.sparkContext
-            chained_lines(sc, dirs, changes).saveAsTextFile(temp)
+            sc = every.spark.sparkContext
+            chained_lines(sc, dirs, every.changes).saveAsTextFile(temp)
 
     return write_base

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.errors import CheckpointError, SinkError
 from streaming_app.structured.kafka_offsets import from_json
-from streaming_app.structured.totals import exact_pair
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark import RDD
 
     from streaming_app.settings.schema import AppConfig
     from streaming_app.sinks.postgres.writer import Plan, Progress
@@ -107,13 +106,13 @@ def write_postgres(
     batch_ms: int,
     changes: list[tuple[str, Any]],
     offset: Any,
-    every: Callable[[], DataFrame],
+    every: Callable[[], RDD[tuple[str, Any]]],
 ) -> str:
     """Write a micro-batch's changed totals (or every total) and its progress row.
 
     offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for the row;
-    every: every total after the micro-batch (totals.every_total), read when the table
-    does not hold the micro-batch before.
+    every: every total after the micro-batch as exact pairs (totals.EveryTotal.pairs),
+    read when the table does not hold the micro-batch before.
     """
     from streaming_app.sinks.postgres.stream import writer_for
 
@@ -124,7 +123,7 @@ def write_postgres(
     writer = writer_for(config.postgres_table, config.job == "keyed-sum")
     whole = needs_every_total(writer.last_progress(), context, batch_id)
     if whole is not None:
-        rows = [exact_pair(row) for row in every().collect()] if whole else changes
+        rows = every().collect() if whole else changes
         plan = plan_micro_batch(writer.table, context, batch_id, whole)
         if writer.write_batch(batch_ms, rows, position, plan=plan):
             return "every total" if whole and batch_id else "written"

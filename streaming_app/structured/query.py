@@ -31,7 +31,6 @@ from streaming_app.structured.seed import (
     write_seed_input,
 )
 from streaming_app.structured.sinks import BatchSinks
-from streaming_app.structured.snapshot_writer import with_snapshots
 from streaming_app.structured.source import lines_of
 from streaming_app.structured.totals import running_totals
 
@@ -82,7 +81,7 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
     totals = running_totals(pairs)
     query = (
         totals.writeStream.outputMode("update")
-        .foreachBatch(with_snapshots(BatchSinks(config, problems), config))
+        .foreachBatch(BatchSinks(config, problems))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{config.batch_ms} milliseconds")
         .start()

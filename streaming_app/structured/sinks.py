@@ -8,8 +8,10 @@ log, the same on a replay. Then each configured sink writes: the files sink a de
 base that the executors write (files_sink.py), the postgres sink the changed totals, or
 every total after a gap, and the micro-batch's progress row in one transaction
 (postgres_sink.py), the console the DStream engine's line, over the totals this
-micro-batch changed (the state is not scanned every batch). Each sink skips on its own
-what it wrote before a restart. What the sources skipped or repaired is warned of from
+micro-batch changed (the state is not scanned every batch); then the snapshot, when one
+is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
+after a gap need, is read once a micro-batch (totals.py `EveryTotal`). Each sink skips
+on its own what it wrote before a restart. What the sources skipped or repaired is warned of from
 the query's problem accumulator (problems.py).
 """
 
@@ -32,8 +34,9 @@ from streaming_app.structured.files_base import base_writer
 from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
+from streaming_app.structured.snapshot_writer import plan_snapshot, write_snapshot
 from streaming_app.structured.state_layout import value_type
-from streaming_app.structured.totals import every_total, exact_pair
+from streaming_app.structured.totals import EveryTotal, exact_pair
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -55,16 +58,19 @@ class BatchSinks:
     _problems: Counter[str] = field(default_factory=Counter, init=False)  # since start
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        """Write micro-batch `batch_id` (its changed totals) to every sink."""
-        sc = batch.sparkSession.sparkContext
+        """Write micro-batch `batch_id` (its changed totals) to every sink, then its
+        snapshot if one is due."""
+        spark = batch.sparkSession
         batch.persist()  # the micro-batch runs once, whatever the sinks read of it
+        every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch)
         try:
-            with app_errors_in_one_line(sc):  # a setting or table to fix: one line
-                self._write(batch, batch_id)
+            with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
+                self._write(batch, batch_id, every)
         finally:
+            every.release()
             batch.unpersist()
 
-    def _write(self, batch: DataFrame, batch_id: int) -> None:
+    def _write(self, batch: DataFrame, batch_id: int, every: EveryTotal) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
         started = time.monotonic()
@@ -81,9 +87,8 @@ class BatchSinks:
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
-
-        def every() -> DataFrame:  # every total after this micro-batch, on the executors
-            return every_total(spark, config.checkpoint_dir, batch_id, batch)
+        # Planned first: a files base due in the same micro-batch shares its read.
+        snapshot = plan_snapshot(spark, config, batch_id, batch_ms, previous)
 
         written = []
         for sink in config.sinks:
@@ -95,14 +100,20 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                write_base = base_writer(fs, settings.output_dir, context, before, batch, every)
+                write_base = base_writer(
+                    fs, settings.output_dir, context, before, every, snapshot is not None
+                )
                 kind = write_files(fs, settings, batch_ms, before, changes, write_base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
-                done = write_postgres(config, context, batch_id, batch_ms, changes, offset, every)
+                done = write_postgres(
+                    config, context, batch_id, batch_ms, changes, offset, every.pairs
+                )
                 written.append(f"postgres: {done}")
+        if snapshot is not None:
+            write_snapshot(spark, snapshot, every.pairs())
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,

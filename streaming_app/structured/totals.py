@@ -6,7 +6,8 @@ it changed). The JVM keeps the totals in the state store (in its memory by defau
 micro-batch costs what its input costs and Python only reads, tokenizes and pre-aggregates.
 `state_totals` reads a committed micro-batch's totals with Spark's state data source
 (`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
-over the totals of the micro-batch before: every total after it, never collected.
+over the totals of the micro-batch before: every total after it, never collected, and
+`EveryTotal` reads it once a micro-batch for the base, the snapshot and the postgres sink.
 """
 
 from __future__ import annotations
@@ -49,6 +50,45 @@ def every_total(
     return kept.unionByName(changes)
 
 
+class EveryTotal:
+    """Every total after one micro-batch, read at most once for whatever needs it then.
+
+    A files base, a snapshot and the postgres sink after a gap each need every total;
+    `pairs` reads them (every_total, on the executors) into cached exact pairs the first
+    time it is called, and `release` drops that cache at the micro-batch's end.
+    """
+
+    def __init__(
+        self, spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
+    ) -> None:
+        self.spark, self.checkpoint, self.batch_id, self.changes = (
+            spark,
+            checkpoint,
+            batch_id,
+            changes,
+        )
+        self._pairs: RDD[tuple[str, Any]] | None = None
+
+    def frame(self) -> DataFrame:
+        """Every total as a frame of (key, total), not cached."""
+        return every_total(self.spark, self.checkpoint, self.batch_id, self.changes)
+
+    def pairs(self) -> RDD[tuple[str, Any]]:
+        """Every total as exact (key, total) pairs, cached until `release`."""
+        if self._pairs is None:
+            frame = self.frame()
+            # One part per state partition, as the state has (the union doubles them).
+            parts = max(self.changes.rdd.getNumPartitions(), 1)
+            self._pairs = frame.rdd.map(exact_pair).coalesce(parts).persist()
+        return self._pairs
+
+    def release(self) -> None:
+        """Drop the cached pairs, if they were read."""
+        if self._pairs is not None:
+            self._pairs.unpersist()
+            self._pairs = None
+
+
 def exact_pair(row: Any) -> tuple[str, Any]:
     """A (key, total) row as the DStream engine's pair: an int or a normalized Decimal."""
     return row[0], exact(row[1])
@@ -57,8 +97,3 @@ def exact_pair(row: Any) -> tuple[str, Any]:
 def total_line(row: Any) -> str:
     """A (key, total) row as a line of the files sink (`word<TAB>total`)."""
     return format_total(exact_pair(row))
-
-
-def lines_of(frame: DataFrame) -> RDD[str]:
-    """A frame of (key, total) as the files sink's lines, formatted on the executors."""
-    return frame.rdd.map(total_line)

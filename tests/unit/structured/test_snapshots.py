@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from streaming_app.recovery.snapshots import Manifest
 from streaming_app.settings.loading import load_config
 from streaming_app.structured.seed import SEED_RECORD, plan_seed, read_seed_record, seed_line
-from streaming_app.structured.snapshot_writer import batch_position, is_due, with_snapshots
+from streaming_app.structured.snapshot_writer import batch_position, is_due, plan_snapshot
 from streaming_app.structured.source_log import file_name, files_up_to, log_offset
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1764000001234,"conf":{}}'
@@ -28,11 +29,11 @@ def test_a_snapshot_is_due_on_the_first_micro_batch_after_each_multiple_of_the_i
     assert not is_due(12_100, 12_000, 4000)
 
 
-def test_snapshot_keep_0_leaves_the_sinks_alone() -> None:
-    def sinks(batch: object, batch_id: int) -> None: ...
-
-    assert with_snapshots(sinks, load_config(None, env={}, cli={"snapshot_keep": "0"})) is sinks
-    assert with_snapshots(sinks, load_config(None, env={})).sinks is sinks
+def test_snapshot_keep_0_plans_no_snapshot_and_touches_nothing() -> None:
+    config = load_config(None, env={}, cli={"snapshot_keep": "0"})
+    spark: Any = None  # not reached: no snapshot is planned before any file is looked at
+    assert plan_snapshot(spark, config, 0, 10_500, None) is None
+    assert plan_snapshot(spark, config, 7, 12_100, 10_500) is None
 
 
 def _log(directory: Path, name: str, entries: list[tuple[str, int]]) -> None:
