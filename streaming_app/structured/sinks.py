@@ -36,7 +36,7 @@ from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.snapshot_writer import plan_snapshot, write_snapshot
 from streaming_app.structured.state_layout import value_type
-from streaming_app.structured.totals import EveryTotal, exact_pair
+from streaming_app.structured.totals import EveryTotal, collect_pairs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,7 +82,7 @@ class BatchSinks:
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
-        changes = [exact_pair(row) for row in batch.collect()]
+        changes = collect_pairs(batch)
         self._warn(batch_id, batch_ms)
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
