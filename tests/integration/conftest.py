@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from streaming_app.tools.dev_broker import DevBroker
+from tests.integration import netns
 from tests.integration.harness import App
-from tests.integration.pg_helpers import pg_dsn, pg_schema, pg_table
+from tests.integration.pg_helpers import ci, pg_dsn, pg_schema, pg_table
 
 __all__ = ["pg_dsn", "pg_schema", "pg_table"]  # fixtures for every integration test
 
@@ -35,6 +36,24 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     paths = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
     paths["input"].mkdir()
     return paths
+
+
+@pytest.fixture(scope="session")
+def _netns_ready() -> None:
+    """Skip (in CI: fail) the tests that build hosts, in one line, where they cannot run."""
+    reason = netns.unavailable()
+    if reason is not None:
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def network(_netns_ready: None, worker_id: str) -> Iterator[netns.Network]:
+    """A bridge on a /24 of this xdist worker's own; everything it made is removed at the end."""
+    subnet = netns.pick_subnet(netns.worker_number(worker_id), netns.root_networks())
+    with netns.Network(subnet) as net:
+        yield net
 
 
 @pytest.fixture
