@@ -58,11 +58,19 @@ def network(_netns_ready: None, worker_id: str) -> Iterator[netns.Network]:
 
 @pytest.fixture
 def start_app(tmp_path: Path) -> Iterator[object]:
-    """Start `streaming-app run ARGS`; every app started is killed at the end of the test."""
+    """Start `streaming-app run ARGS` (on a namespace host: `on=`, COMMAND: `command=`);
+    every app started is killed at the end of the test."""
     started: list[App] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> App:
-        app = App(list(args), tmp_path, f"run{len(started) + 1}", env=env)
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        on: netns.Host | None = None,
+        command: str = "run",
+    ) -> App:
+        prefix = on.command([]) if on is not None else None
+        name = f"run{len(started) + 1}"
+        app = App(list(args), tmp_path, name, command=command, env=env, prefix=prefix)
         started.append(app)
         return app
 
