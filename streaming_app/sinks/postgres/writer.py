@@ -232,11 +232,30 @@ class PostgresWriter:
         def by_time(previous: Progress | None) -> bool | None:
             return None if previous is not None and previous[0] >= batch_ms else replace
 
+        # A connection lost during COMMIT leaves the batch in doubt: the server may have
+        # committed it or not. The next attempt decides from the progress row, which it
+        # reads under its lock, so after the doubtful transaction has ended either way.
+        committing = in_doubt = False
+
         def write(conn: Connection) -> bool:
+            nonlocal committing, in_doubt
+            in_doubt, committing = in_doubt or committing, False
             with conn.transaction():
-                return self._write(conn, batch_ms, staged, position, plan or by_time)
+                written = self._write(conn, batch_ms, staged, position, plan or by_time)
+                committing = True  # leaving the block sends COMMIT
+            committing = False
+            return written
 
         written = self._run(f"writing batch_time_ms={batch_ms} to", write)
+        if in_doubt:
+            log.warning(
+                "batch_time_ms=%d: the connection to PostgreSQL at %s (table %s) broke during "
+                "its COMMIT; the progress row shows %s",
+                batch_ms,
+                self.server,
+                self.table,
+                "it was not committed: written now" if written else "it committed: not rewritten",
+            )
         if written:
             log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, len(staged), self.table)
         else:

@@ -1,0 +1,188 @@
+"""PostgreSQL on a host of its own, cut off from the app's host: in-doubt commits and outages.
+
+The app (DStream engine, files source, postgres sink) runs on one namespace host, the
+server on another; the test reads the database over the server's Unix socket, which no
+cut reaches. A COMMIT is held in flight deterministically: with
+`synchronous_standby_names = '*'` and no standby, the server writes the commit and then
+waits for a standby's ack that never comes; other sessions do not see it yet. The link is
+cut while it waits, so the app cannot know whether the batch committed; the setting is
+then cleared (the server finishes the commit) and the link healed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from streaming_app.sinks.postgres.writer import read_progress
+from tests.integration.conftest import files_args
+from tests.integration.harness import App, drop_file, drop_file_for_next_batch, make_text, truth
+from tests.integration.netns import Host, Network
+from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
+from tests.integration.pg_host import PgHost, pg_on
+
+pytestmark = pytest.mark.timeout(240)
+TABLE = "wc"
+# A lost link is noticed in seconds instead of the sink's default minute: libpq's own
+# options, which a DSN may set (writer.py's _CONNECT_DEFAULTS).
+FAST_FAILURE = {
+    "keepalives_idle": "2",
+    "keepalives_interval": "1",
+    "keepalives_count": "2",
+    "tcp_user_timeout": "4000",
+}
+# What Spark or Python print for a fault nobody handled.
+NOISE = ("Traceback", "JobScheduler", "at org.apache", "Exception in thread")
+
+
+@pytest.fixture
+def hosts(network: Network) -> Iterator[tuple[Host, Host, PgHost]]:
+    """The app's host, the database's host, and a server started on the latter."""
+    app_host, db_host = network.add_host("app"), network.add_host("db")
+    with pg_on(db_host) as server:
+        yield app_host, db_host, server
+
+
+def app_args(dirs: dict[str, Path], tmp_path: Path, server: PgHost) -> list[str]:
+    """A files-source run writing to the server over the network; the DSN in a config file."""
+    config = postgres_config(tmp_path, server.dsn(**FAST_FAILURE))
+    return files_args(
+        dirs, "--sink", "postgres", "--postgres-table", TABLE, "--config", str(config)
+    )  # fmt: skip
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
+    """Poll `check` every 50 ms until it is true; fail naming `what` if it never is."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def progress_ms(server: PgHost) -> int:
+    """The batch time of the last batch committed (and visible), 0 before the first."""
+    row = read_progress(server.local_dsn, TABLE)
+    return 0 if row is None else int(row["batch_ms"])
+
+
+def commit_waiting(server: PgHost) -> bool:
+    """Whether the app's session waits for a standby's ack of its COMMIT."""
+    with psycopg.connect(server.local_dsn, autocommit=True) as conn:
+        query = (
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = 'streaming-app' AND wait_event = 'SyncRep'"
+        )
+        row = conn.execute(query).fetchone()
+        return bool(row and row[0])
+
+
+def clean_output(app: App) -> str:
+    """The app's output, after checking that it holds no trace of an unhandled fault."""
+    output = app.log() + app.out_path.read_text("utf-8")
+    for noise in NOISE:
+        assert noise not in output, output[-4000:]
+    return output
+
+
+def in_doubt_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "broke during its COMMIT" in line]
+
+
+class Input:
+    """Texts dropped into the input directory, and the totals they make."""
+
+    def __init__(self, input_dir: Path, seed: int) -> None:
+        self.dir = input_dir
+        self.rng = random.Random(seed)
+        self.texts: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.texts.append(make_text(self.rng, 30))
+        drop_file(self.dir, name, self.texts[-1].encode())
+
+    def add_for_next_batch(self, name: str) -> int:
+        """Add a file that a known batch reads; that batch's time."""
+        self.texts.append(make_text(self.rng, 30))
+        return drop_file_for_next_batch(self.dir, name, self.texts[-1].encode(), 1000)
+
+
+def test_a_cut_during_commit_is_decided_from_the_progress_row(
+    hosts: tuple[Host, Host, PgHost],
+    network: Network,
+    dirs: dict[str, Path],
+    start_app: Any,
+    tmp_path: Path,
+) -> None:
+    app_host, db_host, server = hosts
+    words = Input(dirs["input"], 30)
+    app = start_app(*app_args(dirs, tmp_path, server), on=app_host)
+    app.wait_for_log(r"Started new streaming context")
+    words.add("1.txt")
+    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts))
+
+    batch = words.add_for_next_batch("2.txt")
+    # The batch before it has committed: hold every commit from now on, so that the
+    # batch with 2.txt is the one in flight.
+    wait_until("commit of the batch before", lambda: progress_ms(server) >= batch - 1000)
+    server.set_config("synchronous_standby_names", "*")
+    wait_until("COMMIT waiting for a standby", lambda: commit_waiting(server), timeout=30)
+    assert progress_ms(server) == batch - 1000, "2.txt's batch committed before the hold"
+    network.cut(db_host)
+    cut = time.monotonic()
+    app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
+    server.set_config("synchronous_standby_names", None)  # the server finishes the commit
+    wait_until("the held commit", lambda: progress_ms(server) >= batch, timeout=30)
+    time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
+    network.heal(db_host)
+    healed = time.monotonic()
+    words.add("3.txt")
+    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts), timeout=120)
+    recovery = time.monotonic() - healed
+    assert app.terminate() == 0
+    output = clean_output(app)
+    lines = in_doubt_lines(output)
+    assert len(lines) == 1, lines  # one warning, naming the batch, the server and the outcome
+    assert lines[0].endswith(
+        f"batch_time_ms={batch}: the connection to PostgreSQL at {db_host.address}:5432 "
+        f"(table {TABLE}) broke during its COMMIT; the progress row shows it committed: "
+        "not rewritten"
+    ), lines
+    print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
+
+
+def test_a_cut_between_commits_is_retried_and_exact(
+    hosts: tuple[Host, Host, PgHost],
+    network: Network,
+    dirs: dict[str, Path],
+    start_app: Any,
+    tmp_path: Path,
+) -> None:
+    app_host, db_host, server = hosts
+    words = Input(dirs["input"], 31)
+    app = start_app(*app_args(dirs, tmp_path, server), on=app_host)
+    app.wait_for_log(r"Started new streaming context")
+    words.add("1.txt")
+    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts))
+    committed = progress_ms(server)
+    wait_until("the next commit", lambda: progress_ms(server) > committed)
+    network.cut(db_host)  # just after a commit: the next batch finds the link gone
+    words.add("2.txt")
+    app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
+    time.sleep(6)  # a cut of about 10 s
+    network.heal(db_host)
+    healed = time.monotonic()
+    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts), timeout=120)
+    recovery = time.monotonic() - healed
+    assert app.terminate() == 0
+    output = clean_output(app)
+    assert in_doubt_lines(output) == []
+    assert re.search(r"PostgreSQL at [^ ]+ \(table wc\) succeeded after", output)
+    print(f"recovery (heal -> 2.txt's totals written): {recovery:.1f} s")
