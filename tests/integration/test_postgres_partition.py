@@ -15,6 +15,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,6 @@ FAST_FAILURE = {
 }
 # What Spark or Python print for a fault nobody handled.
 NOISE = ("Traceback", "JobScheduler", "at org.apache", "Exception in thread")
-
-
-@pytest.fixture
-def hosts(network: Network) -> Iterator[tuple[Host, Host, PgHost]]:
-    """The app's host, the database's host, and a server started on the latter."""
-    app_host, db_host = network.add_host("app"), network.add_host("db")
-    with pg_on(db_host) as server:
-        yield app_host, db_host, server
 
 
 def app_args(dirs: dict[str, Path], tmp_path: Path, server: PgHost) -> list[str]:
@@ -114,19 +107,58 @@ class Input:
         return drop_file_for_next_batch(self.dir, name, self.texts[-1].encode(), 1000)
 
 
-def test_a_cut_during_commit_is_decided_from_the_progress_row(
-    hosts: tuple[Host, Host, PgHost],
-    network: Network,
-    dirs: dict[str, Path],
-    start_app: Any,
-    tmp_path: Path,
-) -> None:
-    app_host, db_host, server = hosts
-    words = Input(dirs["input"], 30)
-    app = start_app(*app_args(dirs, tmp_path, server), on=app_host)
-    app.wait_for_log(r"Started new streaming context")
-    words.add("1.txt")
-    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts))
+@dataclass
+class Scene:
+    """The app's host, the database's host with its server, and what a test starts."""
+
+    network: Network
+    app_host: Host
+    db_host: Host
+    server: PgHost
+    dirs: dict[str, Path]
+    tmp_path: Path
+    start_app: Any
+    app: App = field(init=False)
+
+    def start(self, seed: int, *before: str, command: str = "run", **env: str) -> Input:
+        """Start the app (`before` its run options: supervise's), count a first file."""
+        self.app = self.start_app(
+            *before,
+            *app_args(self.dirs, self.tmp_path, self.server),
+            on=self.app_host,
+            command=command,
+            env=env,
+        )
+        self.app.wait_for_log(r"Started new streaming context")
+        words = Input(self.dirs["input"], seed)
+        words.add("1.txt")
+        wait_for_pg_totals(self.server.local_dsn, TABLE, truth(words.texts))
+        return words
+
+    def heal(self, words: Input, then: str | None = None) -> float:
+        """Heal the db's link, add file `then`; seconds until every total is in the table."""
+        self.network.heal(self.db_host)
+        healed = time.monotonic()
+        if then is not None:
+            words.add(then)
+        wait_for_pg_totals(self.server.local_dsn, TABLE, truth(words.texts), timeout=150)
+        return time.monotonic() - healed
+
+
+@pytest.fixture
+def scene(
+    network: Network, dirs: dict[str, Path], tmp_path: Path, start_app: Any
+) -> Iterator[Scene]:
+    """Two hosts, app and db, and a server started on db."""
+    app_host, db_host = network.add_host("app"), network.add_host("db")
+    with pg_on(db_host) as server:
+        yield Scene(network, app_host, db_host, server, dirs, tmp_path, start_app)
+
+
+def test_a_cut_during_commit_is_decided_from_the_progress_row(scene: Scene) -> None:
+    network, db_host, server = scene.network, scene.db_host, scene.server
+    words = scene.start(30)
+    app = scene.app
 
     batch = words.add_for_next_batch("2.txt")
     # The batch before it has committed: hold every commit from now on, so that the
@@ -141,11 +173,7 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     server.set_config("synchronous_standby_names", None)  # the server finishes the commit
     wait_until("the held commit", lambda: progress_ms(server) >= batch, timeout=30)
     time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
-    network.heal(db_host)
-    healed = time.monotonic()
-    words.add("3.txt")
-    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts), timeout=120)
-    recovery = time.monotonic() - healed
+    recovery = scene.heal(words, then="3.txt")
     assert app.terminate() == 0
     output = clean_output(app)
     lines = in_doubt_lines(output)
@@ -158,31 +186,51 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
 
 
-def test_a_cut_between_commits_is_retried_and_exact(
-    hosts: tuple[Host, Host, PgHost],
-    network: Network,
-    dirs: dict[str, Path],
-    start_app: Any,
-    tmp_path: Path,
-) -> None:
-    app_host, db_host, server = hosts
-    words = Input(dirs["input"], 31)
-    app = start_app(*app_args(dirs, tmp_path, server), on=app_host)
-    app.wait_for_log(r"Started new streaming context")
-    words.add("1.txt")
-    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts))
+def test_a_cut_between_commits_is_retried_and_exact(scene: Scene) -> None:
+    network, db_host, server = scene.network, scene.db_host, scene.server
+    words = scene.start(31)
+    app = scene.app
     committed = progress_ms(server)
     wait_until("the next commit", lambda: progress_ms(server) > committed)
     network.cut(db_host)  # just after a commit: the next batch finds the link gone
     words.add("2.txt")
     app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
     time.sleep(6)  # a cut of about 10 s
-    network.heal(db_host)
-    healed = time.monotonic()
-    wait_for_pg_totals(server.local_dsn, TABLE, truth(words.texts), timeout=120)
-    recovery = time.monotonic() - healed
+    recovery = scene.heal(words)
     assert app.terminate() == 0
     output = clean_output(app)
     assert in_doubt_lines(output) == []
     assert re.search(r"PostgreSQL at [^ ]+ \(table wc\) succeeded after", output)
     print(f"recovery (heal -> 2.txt's totals written): {recovery:.1f} s")
+
+
+def test_an_outage_longer_than_the_app_waits_ends_the_run_and_supervise_resumes_it(
+    scene: Scene,
+) -> None:
+    network, db_host = scene.network, scene.db_host
+    supervised = ["--backoff", "0.5", "--max-failures", "10", "--"]
+    words = scene.start(
+        32, *supervised, command="supervise", STREAMING_APP_POSTGRES_GIVE_UP_AFTER="8"
+    )
+    supervisor = scene.app
+    network.cut(db_host)
+    cut = time.monotonic()
+    words.add("2.txt")
+    supervisor.wait_for_log(r"driver crashed \(exit code 1\); restarting", 90)
+    output = supervisor.log() + supervisor.out_path.read_text("utf-8")
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, output[-4000:]
+    # One line: the peer, its address, how long it was unreachable, the setting to change.
+    error = re.fullmatch(
+        rf"Error: (reading progress from|writing batch_time_ms=\d+ to) PostgreSQL at "
+        rf"{re.escape(db_host.address)}:5432 \(table {TABLE}\): unreachable for (\d+) s "
+        r"\(\d+ attempts, the last: .*\); gave up \(postgres_give_up_after = 8 s\); "
+        r"a restart resumes from the checkpoint",
+        errors[0],
+    )
+    assert error is not None and int(error[2]) >= 8, errors
+    time.sleep(max(0.0, cut + 30 - time.monotonic()))  # a cut of 30 s
+    recovery = scene.heal(words, then="3.txt")
+    assert supervisor.terminate() == 0
+    clean_output(supervisor)
+    print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")

@@ -142,9 +142,10 @@ def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Iden
 class PostgresWriter:
     """Writes batches of absolute word totals exactly once per batch time.
 
-    Connection failures are retried until they pass or `stop` is set (then
-    StopRequestedError); without `stop` they are retried until the server is back.
-    Other errors raise SinkError. Not thread-safe: one writer per driver thread.
+    Connection failures are retried until they pass, `stop` is set (then
+    StopRequestedError), or they have lasted `give_up_after` seconds (then
+    PeerUnreachableError); without either, until the server is back. Other errors raise
+    SinkError. Not thread-safe: one writer per driver thread.
     """
 
     def __init__(
@@ -154,6 +155,7 @@ class PostgresWriter:
         stop: threading.Event | None = None,
         connect_timeout: float = 10,
         value_type: str = "bigint",
+        give_up_after: float | None = None,
     ) -> None:
         self.table = validate_table_name(table)
         # bigint for word counts; numeric for the keyed-sum job's exact decimal sums.
@@ -163,6 +165,7 @@ class PostgresWriter:
         self._params = _parse_dsn(dsn)
         self.server = _server(self._params)
         self.connect_timeout = connect_timeout
+        self.give_up_after = give_up_after
         self._stop = stop if stop is not None else threading.Event()
         self._totals, self._progress = _identifiers(table)
         self._window = _identifiers(table, WINDOW_SUFFIX)[0]
@@ -277,6 +280,8 @@ class PostgresWriter:
             lambda: self._attempt(work),
             self._stop,
             retry_on=(PostgresUnavailableError,),
+            give_up_after=self.give_up_after,
+            setting="postgres_give_up_after",
         )
 
     def _attempt(self, work: Callable[[Connection], T]) -> T:
