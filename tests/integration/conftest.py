@@ -18,10 +18,13 @@ __all__ = ["pg_dsn", "pg_schema", "pg_table"]  # fixtures for every integration 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/integration is an integration test."""
+    """Everything under tests/integration is an integration test; those that build hosts
+    of their own are `netns` tests too."""
     for item in items:
         if "tests/integration/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.integration)
+        if "_netns_ready" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.netns)
 
 
 @pytest.fixture(scope="session", autouse=True)
