@@ -33,3 +33,15 @@ def test_a_subnet_the_machine_uses_is_skipped_without_meeting_the_next_worker() 
 def test_every_subnet_is_private() -> None:
     for worker in range(16):
         assert ipaddress.ip_network(netns.pick_subnet(worker, [])).is_private
+
+
+def test_without_root_the_reason_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    assert netns.unavailable() == "network namespaces need root (the tests run as uid 1000)"
+
+
+def test_without_ip_the_reason_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(netns.shutil, "which", lambda name: None)
+    reason = netns.unavailable()
+    assert reason == "network namespaces need `ip` (iproute2), which is not installed"
