@@ -194,6 +194,18 @@ class App:
         self._out.close()
 
 
+# What Spark or Python print for a fault nobody handled.
+TRACES = ("Traceback", "JobScheduler", "at org.apache", "Exception in thread")
+
+
+def output_without_traces(app: App) -> str:
+    """The app's stderr and stdout, after checking they hold no trace of an unhandled fault."""
+    output = app.log() + app.out_path.read_text("utf-8")
+    for trace in TRACES:
+        assert trace not in output, output[-4000:]
+    return output
+
+
 def wait_for_totals(
     output_dir: Path, expected: dict[str, int], app: App | None = None, timeout: float = 90
 ) -> dict[str, int]:

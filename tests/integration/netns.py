@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,19 @@ FIRST_OCTET = 10
 MAX_IFNAME = 15
 _IP_TIMEOUT = 30
 _sequence = itertools.count(1)
+# Run on a host: connect to argv[1]:argv[2] until it works or argv[3] seconds have passed.
+_WAIT_FOR_PORT = """
+import socket, sys, time
+deadline = time.monotonic() + float(sys.argv[3])
+while True:
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(1)
+        time.sleep(0.1)
+"""
 
 
 class NetnsError(RuntimeError):
@@ -113,6 +127,12 @@ class Host:
     def run(self, args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run `args` on this host to the end; its output as text."""
         return subprocess.run(self.command(args), capture_output=True, text=True, timeout=timeout)
+
+    def wait_for_port(self, address: str, port: int, timeout: float = 30) -> None:
+        """Wait until a TCP connection from this host to address:port succeeds."""
+        done = self.run([sys.executable, "-c", _WAIT_FOR_PORT, address, str(port), str(timeout)])
+        if done.returncode != 0:
+            raise NetnsError(f"nothing listens on {address}:{port} seen from {self.name}")
 
 
 class Network:

@@ -24,7 +24,14 @@ import pytest
 
 from streaming_app.sinks.postgres.writer import read_progress
 from tests.integration.conftest import files_args
-from tests.integration.harness import App, drop_file, drop_file_for_next_batch, make_text, truth
+from tests.integration.harness import (
+    App,
+    drop_file,
+    drop_file_for_next_batch,
+    make_text,
+    output_without_traces,
+    truth,
+)
 from tests.integration.netns import Host, Network
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 from tests.integration.pg_host import PgHost, pg_on
@@ -39,8 +46,6 @@ FAST_FAILURE = {
     "keepalives_count": "2",
     "tcp_user_timeout": "4000",
 }
-# What Spark or Python print for a fault nobody handled.
-NOISE = ("Traceback", "JobScheduler", "at org.apache", "Exception in thread")
 
 
 def app_args(dirs: dict[str, Path], tmp_path: Path, server: PgHost) -> list[str]:
@@ -75,14 +80,6 @@ def commit_waiting(server: PgHost) -> bool:
         )
         row = conn.execute(query).fetchone()
         return bool(row and row[0])
-
-
-def clean_output(app: App) -> str:
-    """The app's output, after checking that it holds no trace of an unhandled fault."""
-    output = app.log() + app.out_path.read_text("utf-8")
-    for noise in NOISE:
-        assert noise not in output, output[-4000:]
-    return output
 
 
 def in_doubt_lines(output: str) -> list[str]:
@@ -175,7 +172,7 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(scene: Scene) -> N
     time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
     recovery = scene.heal(words, then="3.txt")
     assert app.terminate() == 0
-    output = clean_output(app)
+    output = output_without_traces(app)
     lines = in_doubt_lines(output)
     assert len(lines) == 1, lines  # one warning, naming the batch, the server and the outcome
     assert lines[0].endswith(
@@ -198,7 +195,7 @@ def test_a_cut_between_commits_is_retried_and_exact(scene: Scene) -> None:
     time.sleep(6)  # a cut of about 10 s
     recovery = scene.heal(words)
     assert app.terminate() == 0
-    output = clean_output(app)
+    output = output_without_traces(app)
     assert in_doubt_lines(output) == []
     assert re.search(r"PostgreSQL at [^ ]+ \(table wc\) succeeded after", output)
     print(f"recovery (heal -> 2.txt's totals written): {recovery:.1f} s")
@@ -232,5 +229,5 @@ def test_an_outage_longer_than_the_app_waits_ends_the_run_and_supervise_resumes_
     time.sleep(max(0.0, cut + 30 - time.monotonic()))  # a cut of 30 s
     recovery = scene.heal(words, then="3.txt")
     assert supervisor.terminate() == 0
-    clean_output(supervisor)
+    output_without_traces(supervisor)
     print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
