@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def progress_ms(server: PgHost) -> int:
     """The batch time of the last batch committed (and visible), 0 before the first."""
     row = read_progress(server.local_dsn, TABLE)
     return 0 if row is None else int(row["batch_ms"])
+
+
+def progress_reached(server: PgHost, batch_ms: int) -> bool:
+    """Whether the batch at `batch_ms` (or a later one) has committed."""
+    return progress_ms(server) >= batch_ms
 
 
 def app_waits(server: PgHost, condition: str) -> bool:
@@ -163,6 +169,25 @@ def scene(
         yield Scene(network, app_host, db_host, server, dirs, tmp_path, start_app)
 
 
+def hold_the_commit_of_a_file(server: PgHost, words: Input, tries: int = 3) -> int:
+    """Add a file and hold its batch's COMMIT in flight; that batch's time.
+
+    Once the batch before it has committed, every commit is held from then on. On a busy
+    machine the file's batch may commit before the hold takes effect: then the hold is
+    lifted and the next try takes another file.
+    """
+    for attempt in range(tries):
+        batch = words.add_for_next_batch(f"2-{attempt}.txt")
+        reached = partial(progress_reached, server, batch - 1000)
+        wait_until("commit of the batch before", reached)
+        server.set_config("synchronous_standby_names", "*")
+        wait_until("a COMMIT waiting for a standby", lambda: app_waits(server, SYNC_REP), 30)
+        if progress_ms(server) == batch - 1000:
+            return batch
+        server.set_config("synchronous_standby_names", None)
+    raise AssertionError(f"every one of {tries} files was committed before the hold")
+
+
 @pytest.mark.parametrize("heal_first", [False, True], ids=["commit-then-heal", "heal-then-commit"])
 def test_a_cut_during_commit_is_decided_from_the_progress_row(
     scene: Scene, heal_first: bool
@@ -171,13 +196,7 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     words = scene.start(30)
     app = scene.app
 
-    batch = words.add_for_next_batch("2.txt")
-    # The batch before it has committed: hold every commit from now on, so that the
-    # batch with 2.txt is the one in flight.
-    wait_until("commit of the batch before", lambda: progress_ms(server) >= batch - 1000)
-    server.set_config("synchronous_standby_names", "*")
-    wait_until("COMMIT waiting for a standby", lambda: app_waits(server, SYNC_REP), timeout=30)
-    assert progress_ms(server) == batch - 1000, "2.txt's batch committed before the hold"
+    batch = hold_the_commit_of_a_file(server, words)
     network.cut(db_host)
     cut = time.monotonic()
     app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
