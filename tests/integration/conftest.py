@@ -43,12 +43,14 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def _netns_ready() -> None:
-    """Skip (in CI: fail) the tests that build hosts, in one line, where they cannot run."""
+    """Skip (in CI: fail) the tests that build hosts, in one line, where they cannot run;
+    remove what a killed earlier run left behind."""
     reason = netns.unavailable()
     if reason is not None:
         if ci():
             pytest.fail(reason)
         pytest.skip(reason)
+    netns.remove_stale_namespaces()
 
 
 @pytest.fixture

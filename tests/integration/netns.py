@@ -14,14 +14,16 @@ DESIGN.md: no netem, no iptables or nft, no ping here.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +83,42 @@ def root_networks() -> list[str]:
         out = subprocess.run(command, capture_output=True, text=True, timeout=_IP_TIMEOUT).stdout
         found += re.findall(r"\b(\d+\.\d+\.\d+\.\d+(?:/\d+)?)", out)
     return found
+
+
+def stale_namespaces(listed: str, alive: Callable[[int], bool]) -> list[str]:
+    """The namespaces in `ip netns list` output that a test process no longer alive made
+    (named sa<PID>-...): what a killed test run (a CI timeout, say) could not remove."""
+    names = [line.split()[0] for line in listed.splitlines() if line.strip()]
+    stale = []
+    for name in names:
+        match = re.match(r"sa(\d+)-\d+-", name)
+        if match and int(match[1]) != os.getpid() and not alive(int(match[1])):
+            stale.append(name)
+    return stale
+
+
+def remove_stale_namespaces() -> list[str]:
+    """Delete the namespaces of dead test processes, after killing what still runs in
+    them (processes those tests started); the names removed."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    stale = stale_namespaces(listed, _pid_alive)
+    for name in stale:
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return stale
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def unavailable() -> str | None:

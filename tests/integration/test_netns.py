@@ -6,6 +6,7 @@ import ipaddress
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,37 @@ def test_close_kills_the_hosts_processes_and_deletes_every_namespace() -> None:
     assert sleeper.poll() is not None and not group_alive(sleeper.pid)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert net.prefix + "-" not in listed
+
+
+# A test process killed with its network still up: it prints the network's prefix and the
+# pid of a process on one of its hosts, then dies without cleaning up.
+KILLED_RUN = """
+import os, subprocess
+from tests.integration import netns
+net = netns.Network(netns.pick_subnet(6, []))
+quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the pipe can close
+sleeper = net.add_host("h1").popen(["sleep", "600"], **quiet)
+print(net.prefix, sleeper.pid, flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.usefixtures("_netns_ready")
+def test_what_a_killed_run_left_behind_is_removed_by_the_next() -> None:
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN], capture_output=True, text=True, cwd=root, timeout=60
+    )
+    prefix, pid = done.stdout.split()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"{prefix}-bridge" in listed and f"{prefix}-h1" in listed
+    assert group_alive(int(pid))  # the dead run's process lives on in its namespace
+
+    removed = netns.remove_stale_namespaces()
+    assert sorted(removed) == [f"{prefix}-bridge", f"{prefix}-h1"]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix + "-" not in listed
+    deadline = time.monotonic() + 10
+    while group_alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(int(pid))

@@ -45,3 +45,19 @@ def test_without_ip_the_reason_is_one_line(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(netns.shutil, "which", lambda name: None)
     reason = netns.unavailable()
     assert reason == "network namespaces need `ip` (iproute2), which is not installed"
+
+
+def test_only_the_namespaces_of_dead_test_processes_are_stale() -> None:
+    me = netns.os.getpid()
+    listed = "\n".join(
+        [
+            "sa111-1-bridge",
+            "sa111-1-db (id: 3)",
+            "sa222-4-app",  # alive
+            f"sa{me}-1-bridge",  # this process's own
+            "sandbox-1-x",  # not ours: no sa<PID>-<N>- name
+            "other",
+        ]
+    )
+    stale = netns.stale_namespaces(listed, lambda pid: pid == 222)
+    assert stale == ["sa111-1-bridge", "sa111-1-db"]
