@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ import psycopg
 import pytest
 
 from streaming_app.sinks.postgres.writer import read_progress
+from streaming_app.tools.processes import kill_group
 from tests.integration.conftest import files_args
 from tests.integration.harness import (
     App,
@@ -282,3 +285,39 @@ def test_an_outage_longer_than_the_app_waits_ends_the_run_and_supervise_resumes_
     assert supervisor.terminate() == 0
     output_without_traces(supervisor)
     print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
+
+
+# The sink's writer with a plan that stops inside the transaction: the progress row locked,
+# all it sent answered, the connection idle. Says "locked" when there.
+HOLD_THE_ROW = """
+import sys, time
+from streaming_app.sinks.postgres.writer import PostgresWriter
+def plan(previous):
+    print("locked", flush=True)
+    time.sleep(600)
+PostgresWriter(sys.argv[1], sys.argv[2]).write_batch(1000, [("a", 1)], plan=plan)
+"""
+
+
+def test_a_session_whose_client_vanished_mid_transaction_ends_soon_after_the_heal(
+    scene: Scene,
+) -> None:
+    """A batch's next attempt waits for the progress row's lock. The session of an attempt
+    whose client vanished while the server waited for its next statement (a COMMIT lost on
+    the way) holds that lock until the server notices: by its TCP keepalive, two hours by
+    default, unless the sink asks for the DSN's keepalives on the server's side too."""
+    network, app_host, db_host, server = scene.network, scene.app_host, scene.db_host, scene.server
+    args = [sys.executable, "-c", HOLD_THE_ROW, server.dsn(**FAST_FAILURE), TABLE]
+    holder = app_host.popen(args, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    assert app_waits(server, "state = 'idle in transaction'")
+    # Once the client has acknowledged the server's last answer (a delayed ACK), the server
+    # has nothing left to resend: after the heal, nothing would tell it the client is gone.
+    time.sleep(1)
+    network.cut(db_host)
+    time.sleep(8)  # the client's keepalives give the connection up; its reset is lost
+    kill_group(holder)  # the attempt, gone: nothing more reaches the server from it
+    network.heal(db_host)
+    healed = time.monotonic()
+    wait_until("the server to end the session", lambda: not app_waits(server, "true"), 30)
+    print(f"the vanished client's session ended {time.monotonic() - healed:.1f} s after heal")

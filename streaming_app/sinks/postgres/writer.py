@@ -42,6 +42,17 @@ _CONNECT_DEFAULTS = {
     "keepalives_count": "3",
     "tcp_user_timeout": "60000",
 }
+# The server's side of the same keepalives, set for the sink's session: a session whose
+# client vanished while the server waited for its next statement (a COMMIT lost on the
+# way) would otherwise keep its transaction, and the progress row's lock with it, until
+# the server's own TCP keepalive gives up (two hours by default); every later attempt of
+# the batch would wait for that lock. Set with SET, not the startup `options`, which
+# poolers such as PgBouncer refuse.
+_SERVER_KEEPALIVES = (
+    ("keepalives_idle", "tcp_keepalives_idle"),
+    ("keepalives_interval", "tcp_keepalives_interval"),
+    ("keepalives_count", "tcp_keepalives_count"),
+)
 _URI = re.compile(r"(\s*postgres(?:ql)?://)([^/?#]*)(.*)", re.IGNORECASE | re.DOTALL)
 _QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
 # The "=" is optional so that a malformed "password secret" is masked too.
@@ -130,7 +141,15 @@ def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
         "client_encoding": CLIENT_ENCODING,
         "connect_timeout": max(1, math.ceil(timeout)),
     }
-    return psycopg.connect(autocommit=True, **options)
+    conn = psycopg.connect(autocommit=True, **options)
+    try:
+        settings = [(server, str(options[client])) for client, server in _SERVER_KEEPALIVES]
+        query = ", ".join("set_config(%s, %s, false)" for _ in settings)
+        conn.execute(f"SELECT {query}", [value for pair in settings for value in pair])
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Identifier]:
