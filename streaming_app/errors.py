@@ -54,5 +54,9 @@ class SinkSetupError(SinkError):
     exit_code = EXIT_USAGE
 
 
+class PeerUnreachableError(StreamingAppError):
+    """A server (a database) stayed unreachable longer than the app waits (exit 1: restart)."""
+
+
 class StopRequestedError(StreamingAppError):
     """The app is stopping; a call that waits for a server (broker, database) gives up."""

@@ -9,10 +9,9 @@ from typing import Any
 
 import click
 
+from streaming_app.common.log_format import LOG_FORMAT
 from streaming_app.settings.rules import ENGINES, JOBS, SOURCES
 from streaming_app.settings.schema import setting_help
-
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 def setup_logging(level: str) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from streaming_app.errors import StopRequestedError, StreamingAppError
+from streaming_app.errors import PeerUnreachableError, StopRequestedError, StreamingAppError
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +37,37 @@ def with_retries(
     stop: threading.Event,
     on_failure: Callable[[], None] = lambda: None,
     retry_on: tuple[type[BaseException], ...] = (Exception,),
+    give_up_after: float | None = None,
+    setting: str = "give_up_after",
 ) -> T:
     """Call until it succeeds, warning and backing off (1 s doubling to 30 s) after each failure.
 
-    Gives up only when `stop` is set, with StopRequestedError: nothing is ever made up.
+    Gives up when `stop` is set, with StopRequestedError: nothing is ever made up. With
+    `give_up_after`, also once the calls have failed for that many seconds, counted from
+    the start of the first failed one, with PeerUnreachableError: one line that says for
+    how long and which `setting` to change.
     """
     attempt = 0
+    down_since: float | None = None
     while True:
+        started = time.monotonic()
         try:
             result = call()
         except StreamingAppError:
             raise
         except retry_on as exc:
             attempt += 1
+            down_since = started if down_since is None else down_since
+            down = time.monotonic() - down_since
+            if give_up_after is not None and down >= give_up_after:
+                raise PeerUnreachableError(
+                    f"{what}: unreachable for {down:.0f} s ({attempt} attempts, the last: "
+                    f"{describe_error(exc)}); gave up ({setting} = {give_up_after:g} s); "
+                    "a restart resumes from the checkpoint"
+                ) from None
             delay = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1))
+            if give_up_after is not None:  # one more attempt at the limit, not after it
+                delay = max(0.0, min(delay, give_up_after - down))
             log.warning(
                 "%s failed (attempt %d): %s; retrying in %.0f s",
                 what,

@@ -62,7 +62,7 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
     if "postgres" in config.sinks:
         from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
 
-        configure_postgres(config.postgres_dsn, stop.event)
+        configure_postgres(config.postgres_dsn, stop.event, config.postgres_give_up_after)
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:

@@ -232,6 +232,13 @@ class AppConfig:
     postgres_table: str = _setting(
         "postgres", parse_table_name, "word_totals", "table of the postgres sink's totals"
     )
+    postgres_give_up_after: float | None = _setting(
+        "postgres",
+        parse_optional_seconds,
+        600.0,
+        "seconds the postgres sink retries an unreachable server before the run ends "
+        "with exit 1 (empty: until stopped)",
+    )
     spark_conf: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -10,17 +10,21 @@ from pathlib import Path
 import pytest
 
 from streaming_app.tools.dev_broker import DevBroker
+from tests.integration import netns
 from tests.integration.harness import App
-from tests.integration.pg_helpers import pg_dsn, pg_schema, pg_table
+from tests.integration.pg_helpers import ci, pg_dsn, pg_schema, pg_table
 
 __all__ = ["pg_dsn", "pg_schema", "pg_table"]  # fixtures for every integration test
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/integration is an integration test."""
+    """Everything under tests/integration is an integration test; those that build hosts
+    of their own are `netns` tests too."""
     for item in items:
         if "tests/integration/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.integration)
+        if "_netns_ready" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.netns)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,13 +41,41 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="session")
+def _netns_ready() -> None:
+    """Skip (in CI: fail) the tests that build hosts, in one line, where they cannot run;
+    remove what a killed earlier run left behind."""
+    reason = netns.unavailable()
+    if reason is not None:
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    netns.remove_stale_namespaces()
+
+
+@pytest.fixture
+def network(_netns_ready: None, worker_id: str) -> Iterator[netns.Network]:
+    """A bridge on a /24 of this xdist worker's own; everything it made is removed at the end."""
+    subnet = netns.pick_subnet(netns.worker_number(worker_id), netns.root_networks())
+    with netns.Network(subnet) as net:
+        yield net
+
+
 @pytest.fixture
 def start_app(tmp_path: Path) -> Iterator[object]:
-    """Start `streaming-app run ARGS`; every app started is killed at the end of the test."""
+    """Start `streaming-app run ARGS` (on a namespace host: `on=`, COMMAND: `command=`);
+    every app started is killed at the end of the test."""
     started: list[App] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> App:
-        app = App(list(args), tmp_path, f"run{len(started) + 1}", env=env)
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        on: netns.Host | None = None,
+        command: str = "run",
+    ) -> App:
+        prefix = on.command([]) if on is not None else None
+        name = f"run{len(started) + 1}"
+        app = App(list(args), tmp_path, name, command=command, env=env, prefix=prefix)
         started.append(app)
         return app
 

@@ -106,6 +106,7 @@ class App:
         name: str,
         command: str = "run",
         env: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
     ) -> None:
         self.log_path = workdir / f"{name}.log"
         self.out_path = workdir / f"{name}.out"
@@ -116,7 +117,8 @@ class App:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
         self._out = open(self.out_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming_app", command, *args],
+            # `prefix` runs it elsewhere: `ip netns exec HOST` (execs, so the pid is the app's).
+            [*(prefix or []), sys.executable, "-m", "streaming_app", command, *args],
             stdout=self._out,
             stderr=self._log,
             stdin=subprocess.DEVNULL,
@@ -190,6 +192,18 @@ class App:
     def _close(self) -> None:
         self._log.close()
         self._out.close()
+
+
+# What Spark or Python print for a fault nobody handled.
+TRACES = ("Traceback", "JobScheduler", "at org.apache", "Exception in thread")
+
+
+def output_without_traces(app: App) -> str:
+    """The app's stderr and stdout, after checking they hold no trace of an unhandled fault."""
+    output = app.log() + app.out_path.read_text("utf-8")
+    for trace in TRACES:
+        assert trace not in output, output[-4000:]
+    return output
 
 
 def wait_for_totals(

@@ -51,16 +51,21 @@ class WindowTarget:
 class _Runtime:
     dsn: str = ""
     stop: threading.Event = field(default_factory=threading.Event)
+    give_up_after: float | None = None
     writers: dict[str, PostgresWriter] = field(default_factory=dict)
 
 
 _RUNTIME = _Runtime()
 
 
-def configure_postgres(dsn: str | None, stop: threading.Event) -> None:
-    """Give this driver process today's DSN (empty: libpq's PG* environment) and stop signal."""
+def configure_postgres(
+    dsn: str | None, stop: threading.Event, give_up_after: float | None = None
+) -> None:
+    """Give this driver process today's DSN (empty: libpq's PG* environment), stop signal,
+    and how long an unreachable server is retried (None: until stopped)."""
     _RUNTIME.dsn = dsn or ""
     _RUNTIME.stop = stop
+    _RUNTIME.give_up_after = give_up_after
     for writer in _RUNTIME.writers.values():
         writer.close()
     _RUNTIME.writers.clear()
@@ -70,7 +75,13 @@ def _new_writer(table: str, numeric: bool) -> PostgresWriter:
     from streaming_app.sinks.postgres.writer import PostgresWriter
 
     value_type = "numeric" if numeric else "bigint"
-    return PostgresWriter(_RUNTIME.dsn, table, _RUNTIME.stop, value_type=value_type)
+    return PostgresWriter(
+        _RUNTIME.dsn,
+        table,
+        _RUNTIME.stop,
+        value_type=value_type,
+        give_up_after=_RUNTIME.give_up_after,
+    )
 
 
 def writer_for(table: str, numeric: bool = False) -> PostgresWriter:

@@ -42,6 +42,17 @@ _CONNECT_DEFAULTS = {
     "keepalives_count": "3",
     "tcp_user_timeout": "60000",
 }
+# The server's side of the same keepalives, set for the sink's session: a session whose
+# client vanished while the server waited for its next statement (a COMMIT lost on the
+# way) would otherwise keep its transaction, and the progress row's lock with it, until
+# the server's own TCP keepalive gives up (two hours by default); every later attempt of
+# the batch would wait for that lock. Set with SET, not the startup `options`, which
+# poolers such as PgBouncer refuse.
+_SERVER_KEEPALIVES = (
+    ("keepalives_idle", "tcp_keepalives_idle"),
+    ("keepalives_interval", "tcp_keepalives_interval"),
+    ("keepalives_count", "tcp_keepalives_count"),
+)
 _URI = re.compile(r"(\s*postgres(?:ql)?://)([^/?#]*)(.*)", re.IGNORECASE | re.DOTALL)
 _QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
 # The "=" is optional so that a malformed "password secret" is masked too.
@@ -130,7 +141,15 @@ def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
         "client_encoding": CLIENT_ENCODING,
         "connect_timeout": max(1, math.ceil(timeout)),
     }
-    return psycopg.connect(autocommit=True, **options)
+    conn = psycopg.connect(autocommit=True, **options)
+    try:
+        settings = [(server, str(options[client])) for client, server in _SERVER_KEEPALIVES]
+        query = ", ".join("set_config(%s, %s, false)" for _ in settings)
+        conn.execute(f"SELECT {query}", [value for pair in settings for value in pair])
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Identifier]:
@@ -142,9 +161,10 @@ def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Iden
 class PostgresWriter:
     """Writes batches of absolute word totals exactly once per batch time.
 
-    Connection failures are retried until they pass or `stop` is set (then
-    StopRequestedError); without `stop` they are retried until the server is back.
-    Other errors raise SinkError. Not thread-safe: one writer per driver thread.
+    Connection failures are retried until they pass, `stop` is set (then
+    StopRequestedError), or they have lasted `give_up_after` seconds (then
+    PeerUnreachableError); without either, until the server is back. Other errors raise
+    SinkError. Not thread-safe: one writer per driver thread.
     """
 
     def __init__(
@@ -154,6 +174,7 @@ class PostgresWriter:
         stop: threading.Event | None = None,
         connect_timeout: float = 10,
         value_type: str = "bigint",
+        give_up_after: float | None = None,
     ) -> None:
         self.table = validate_table_name(table)
         # bigint for word counts; numeric for the keyed-sum job's exact decimal sums.
@@ -163,6 +184,7 @@ class PostgresWriter:
         self._params = _parse_dsn(dsn)
         self.server = _server(self._params)
         self.connect_timeout = connect_timeout
+        self.give_up_after = give_up_after
         self._stop = stop if stop is not None else threading.Event()
         self._totals, self._progress = _identifiers(table)
         self._window = _identifiers(table, WINDOW_SUFFIX)[0]
@@ -232,11 +254,30 @@ class PostgresWriter:
         def by_time(previous: Progress | None) -> bool | None:
             return None if previous is not None and previous[0] >= batch_ms else replace
 
+        # A connection lost during COMMIT leaves the batch in doubt: the server may have
+        # committed it or not. The next attempt decides from the progress row, which it
+        # reads under its lock, so after the doubtful transaction has ended either way.
+        committing = in_doubt = False
+
         def write(conn: Connection) -> bool:
+            nonlocal committing, in_doubt
+            in_doubt, committing = in_doubt or committing, False
             with conn.transaction():
-                return self._write(conn, batch_ms, staged, position, plan or by_time)
+                written = self._write(conn, batch_ms, staged, position, plan or by_time)
+                committing = True  # leaving the block sends COMMIT
+            committing = False
+            return written
 
         written = self._run(f"writing batch_time_ms={batch_ms} to", write)
+        if in_doubt:
+            log.warning(
+                "batch_time_ms=%d: the connection to PostgreSQL at %s (table %s) broke during "
+                "its COMMIT; the progress row shows %s",
+                batch_ms,
+                self.server,
+                self.table,
+                "it was not committed: written now" if written else "it committed: not rewritten",
+            )
         if written:
             log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, len(staged), self.table)
         else:
@@ -258,6 +299,8 @@ class PostgresWriter:
             lambda: self._attempt(work),
             self._stop,
             retry_on=(PostgresUnavailableError,),
+            give_up_after=self.give_up_after,
+            setting="postgres_give_up_after",
         )
 
     def _attempt(self, work: Callable[[Connection], T]) -> T:

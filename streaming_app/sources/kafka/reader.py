@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from streaming_app.common.log_format import ensure_worker_logging
 from streaming_app.errors import SourceDataLostError
 from streaming_app.sources.kafka.client import (
     REQUEST_TIMEOUT_MS,
@@ -63,6 +64,7 @@ def read_range(
     topic, partition, start, until = offset_range
     if start >= until:
         return
+    ensure_worker_logging()  # its warnings below, with time and level like the driver's
     counts: dict[str, int] = {}
     used = 0
     tp = KafkaTp(topic, partition)

@@ -1,0 +1,129 @@
+"""A PostgreSQL server of the test's own on a namespace host: initdb, postgres, a Unix socket.
+
+The server listens on the host's address (for the app, on another host) and on a Unix
+socket in its own directory, which the test reaches from the root namespace whatever
+the host's link is doing: the file system is shared, the network is not. Run as the
+`postgres` OS user (initdb refuses root); trust authentication, this test's /24 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.netns import Host
+
+PORT = 5432  # the host's own network: nothing else listens there
+OS_USER = "postgres"
+
+
+def server_binaries() -> Path | None:
+    """The newest /usr/lib/postgresql/N/bin that has initdb and postgres, if any."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=_version)
+    return Path(found[-1]).parent if found else None
+
+
+def _version(path: str) -> int:
+    part = Path(path).parent.parent.name
+    return int(part) if part.isdigit() else 0
+
+
+class PgHost:
+    """One PostgreSQL server on `host`; `dsn` for the app, `local_dsn` for the test."""
+
+    def __init__(self, host: Host, bin_dir: Path) -> None:
+        self.host = host
+        self.bin_dir = bin_dir
+        # Not under pytest's tmp_path: its parents are root's alone (0700).
+        self.dir = Path(tempfile.mkdtemp(prefix="sa-pg-"))
+        self.data = self.dir / "data"
+        shutil.chown(self.dir, OS_USER, OS_USER)
+        self.proc: subprocess.Popen[Any] | None = None
+        self.local_dsn = f"host={self.dir} port={PORT} user=postgres dbname=postgres"
+
+    def dsn(self, **options: str) -> str:
+        """The key=value DSN the app uses, over the network, with libpq `options`."""
+        extra = "".join(f" {k}={v}" for k, v in options.items())
+        return f"host={self.host.address} port={PORT} user=postgres dbname=postgres{extra}"
+
+    def start(self, timeout: float = 60) -> None:
+        """initdb, allow this network, start the server and wait until it answers."""
+        initdb = subprocess.run(
+            [
+                "runuser", "-u", OS_USER, "--", str(self.bin_dir / "initdb"), "-D",
+                str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C",
+            ],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert initdb.returncode == 0, initdb.stderr
+        with open(self.data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+            hba.write(f"host all all {self.host.network.subnet} trust\n")
+        log = open(self.dir / "server.log", "wb")  # noqa: SIM115 (the server's for its life)
+        self.proc = self.host.popen(
+            [
+                "runuser", "-u", OS_USER, "--", str(self.bin_dir / "postgres"), "-D",
+                str(self.data), "-p", str(PORT), "-c", f"listen_addresses={self.host.address}",
+                "-c", f"unix_socket_directories={self.dir}", "-c", "fsync=off",
+            ],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                psycopg.connect(self.local_dsn, connect_timeout=2).close()
+                return
+            except psycopg.OperationalError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("PostgreSQL did not start:\n" + self.log()) from None
+                time.sleep(0.2)
+
+    def log(self) -> str:
+        """What the server wrote so far."""
+        path = self.dir / "server.log"
+        return path.read_text("utf-8", errors="replace") if path.exists() else ""
+
+    def set_config(self, name: str, value: str | None) -> None:
+        """ALTER SYSTEM SET (or RESET, for None) a setting, then reload the configuration."""
+        with psycopg.connect(self.local_dsn, autocommit=True) as conn:
+            if value is None:
+                conn.execute(f"ALTER SYSTEM RESET {name}")
+            else:
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def stop(self, timeout: float = 30) -> None:
+        """Fast shutdown (SIGINT to the postmaster), then remove the data directory."""
+        pid_file = self.data / "postmaster.pid"
+        if self.proc is not None and self.proc.poll() is None and pid_file.exists():
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # close() kills the group
+                self.proc.wait(timeout=timeout)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def pg_on(host: Host) -> Iterator[PgHost]:
+    """A started server on `host` (skip if no server binaries are installed), stopped after."""
+    bin_dir = server_binaries()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+    server = PgHost(host, bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
