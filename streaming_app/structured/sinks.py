@@ -11,8 +11,8 @@ every total after a gap, and the micro-batch's progress row in one transaction
 micro-batch changed (the state is not scanned every batch); then the snapshot, when one
 is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
 after a gap need, is read once a micro-batch (totals.py `EveryTotal`). Each sink skips
-on its own what it wrote before a restart. What the sources skipped or repaired is warned of from
-the query's problem accumulator (problems.py).
+on its own what it wrote before a restart. What the sources skipped or repaired is
+warned of from the query's problem accumulator (problems.py).
 """
 
 from __future__ import annotations

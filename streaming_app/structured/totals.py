@@ -61,12 +61,10 @@ class EveryTotal:
     def __init__(
         self, spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
     ) -> None:
-        self.spark, self.checkpoint, self.batch_id, self.changes = (
-            spark,
-            checkpoint,
-            batch_id,
-            changes,
-        )
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.batch_id = batch_id
+        self.changes = changes
         self._pairs: RDD[tuple[str, Any]] | None = None
 
     def frame(self) -> DataFrame:
