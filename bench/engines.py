@@ -1,7 +1,8 @@
 """The two engines side by side on the same input: DStreams and `--engine structured`.
 
-    python bench/engines.py [--inputs kafka,files] [--rounds 2] [--sizes 20000,60000]
+    python bench/engines.py [--inputs kafka,files|none] [--rounds 2] [--sizes 20000,60000]
                             [--recovery-runs 3] [--file-rounds 6] [--round-lines 60000]
+                            [--million KEYS]
 
 Both read one preloaded topic in equal capped batches (`max_rate_per_partition`; the
 structured engine's read limit per micro-batch) in the exact configuration the README
@@ -280,7 +281,7 @@ def million_report(k: dict[str, Any]) -> list[str]:
     """The two engines with a state of many keys, for docs/benchmarks.md."""
     return [
         f"**The two engines with a state of {k['keys']:,} keys** (`python bench/engines.py "
-        f"--million {k['keys']}`; Kafka, the topic holds every key once, then "
+        f"--inputs none --million {k['keys']}`; Kafka, the topic holds every key once, then "
         f"{k['lines']:,} Zipf lines over them, read in capped batches of "
         f"{MILLION_BATCH:,} lines; snapshots every 10 s; figures of the batches after the "
         "state is full; peak resident memory of the app's processes over the whole run):",
@@ -299,7 +300,11 @@ def million_report(k: dict[str, Any]) -> list[str]:
 def main() -> None:
     """Run both engines and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inputs", default="kafka,files", help="kafka, files or both [both]")
+    parser.add_argument(
+        "--inputs",
+        default="kafka,files",
+        help="kafka, files, both, or none (with --million: that alone) [both]",
+    )
     parser.add_argument("--sizes", default="20000,60000", help="Kafka: lines per batch")
     parser.add_argument("--rounds", type=int, default=2, help="Kafka: runs of each [2]")
     parser.add_argument("--recovery-runs", type=int, default=3, help="kill -9 per engine [3]")
@@ -311,8 +316,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     inputs = [i.strip() for i in options.inputs.split(",") if i.strip()]
-    if not inputs or set(inputs) - {"kafka", "files"}:
-        parser.error(f"--inputs: kafka, files or both, not {options.inputs!r}")
+    if inputs == ["none"] and options.million:
+        inputs = []
+    elif not inputs or set(inputs) - {"kafka", "files"}:
+        parser.error(
+            f"--inputs: kafka, files, both, or none with --million, not {options.inputs!r}"
+        )
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-engines-"))
     workdir.mkdir(parents=True, exist_ok=True)
     found: dict[str, Any] = {}
