@@ -34,7 +34,7 @@ from streaming_app.structured.files_base import base_writer
 from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
-from streaming_app.structured.snapshot_writer import plan_snapshot, write_snapshot
+from streaming_app.structured.snapshot_writer import snapshot_due, write_snapshot
 from streaming_app.structured.state_layout import value_type
 from streaming_app.structured.totals import EveryTotal, collect_pairs
 
@@ -87,8 +87,8 @@ class BatchSinks:
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
-        # Planned first: a files base due in the same micro-batch shares its read.
-        snapshot = plan_snapshot(spark, config, batch_id, batch_ms, previous)
+        # Known first: a files base due in the same micro-batch shares the snapshot's read.
+        snapshot = snapshot_due(config, batch_ms, previous)
 
         written = []
         for sink in config.sinks:
@@ -100,9 +100,7 @@ class BatchSinks:
                 fs = HadoopFs(sc, settings.output_dir)
                 # Without the entry before (micro-batch 0), the chain starts with a base.
                 before = batch_ms - config.batch_ms if previous is None else previous
-                write_base = base_writer(
-                    fs, settings.output_dir, context, before, every, snapshot is not None
-                )
+                write_base = base_writer(fs, settings.output_dir, context, before, every, snapshot)
                 kind = write_files(fs, settings, batch_ms, before, changes, write_base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
@@ -112,8 +110,8 @@ class BatchSinks:
                     config, context, batch_id, batch_ms, changes, offset, every.pairs
                 )
                 written.append(f"postgres: {done}")
-        if snapshot is not None:
-            write_snapshot(spark, snapshot, every.pairs())
+        if snapshot:
+            write_snapshot(spark, config, batch_id, batch_ms, every.pairs)
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,

@@ -14,7 +14,7 @@ offsets of N, or the names of the input files the file source's log has up to N.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
@@ -58,24 +58,39 @@ def is_due(batch_ms: int, previous_ms: int | None, interval_ms: int) -> bool:
     return previous_ms is None or batch_ms // interval_ms > previous_ms // interval_ms
 
 
-@dataclass(frozen=True)
-class SnapshotPlan:
-    """A snapshot due in this micro-batch: where it goes and what position it includes."""
-
-    settings: SnapshotSettings
-    batch_id: int
-    batch_ms: int
-    position: dict[str, Any]
+def snapshot_due(config: AppConfig, batch_ms: int, previous_ms: int | None) -> bool:
+    """Whether the micro-batch at `batch_ms` writes a snapshot (none with snapshot_keep 0)."""
+    return config.snapshot_keep > 0 and is_due(batch_ms, previous_ms, config.snapshot_ms)
 
 
-def plan_snapshot(
-    spark: SparkSession, config: AppConfig, batch_id: int, batch_ms: int, previous_ms: int | None
-) -> SnapshotPlan | None:
-    """The snapshot of micro-batch `batch_id` if one is due and not written yet, else None."""
+def write_snapshot(
+    spark: SparkSession,
+    config: AppConfig,
+    batch_id: int,
+    batch_ms: int,
+    pairs: Callable[[], RDD[Any]],
+) -> None:
+    """Snapshot micro-batch `batch_id` (due) from `pairs`, every total after it, unless
+    written before; a failure is a warning, not a crash (the checkpoint still protects
+    the state)."""
+    try:
+        path = _write(spark, config, batch_id, batch_ms, pairs)
+    except Exception as exc:  # retried at the next snapshot due
+        warn_failed(f"batch_id={batch_id}", config.snapshots_at, exc, config.snapshot_ms)
+        return
+    if path is not None:
+        log.info("wrote state snapshot batch_id=%d path=%s", batch_id, path)
+
+
+def _write(
+    spark: SparkSession,
+    config: AppConfig,
+    batch_id: int,
+    batch_ms: int,
+    pairs: Callable[[], RDD[Any]],
+) -> str | None:
     from streaming_app.common.hadoop_fs import HadoopFs
 
-    if config.snapshot_keep <= 0 or not is_due(batch_ms, previous_ms, config.snapshot_ms):
-        return None
     sc = spark.sparkContext
     checkpoint = config.checkpoint_dir
     log_fs = HadoopFs(sc, checkpoint)
@@ -96,34 +111,15 @@ def plan_snapshot(
         assert config.input_dir is not None
         present = visible_names(HadoopFs(sc, config.input_dir).list_names(config.input_dir))
         position = {"files": sorted(set(position["files"]) & set(present))}
-    return SnapshotPlan(settings, batch_id, batch_ms, position)
-
-
-def write_snapshot(spark: SparkSession, plan: SnapshotPlan, pairs: RDD[Any]) -> None:
-    """Write a planned snapshot of `pairs` (every total after its micro-batch, cached);
-    a failure is a warning, not a crash (the checkpoint still protects the state)."""
-    settings = plan.settings
-    try:
-        path = _write(spark, plan, pairs)
-    except Exception as exc:  # retried at the next snapshot due
-        warn_failed(f"batch_id={plan.batch_id}", settings.directory, exc, settings.interval_ms)
-        return
-    log.info("wrote state snapshot batch_id=%d path=%s", plan.batch_id, path)
-
-
-def _write(spark: SparkSession, plan: SnapshotPlan, pairs: RDD[Any]) -> str:
-    from streaming_app.common.hadoop_fs import HadoopFs
-
-    settings = plan.settings
-    fs = HadoopFs(spark.sparkContext, settings.directory)
-    temp = join(settings.directory, f"{TEMP_PREFIX}{plan.batch_ms}")
-    final = join(settings.directory, snapshot_name(plan.batch_ms))
+    temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
+    final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
+    totals = pairs()
     # The executors write the totals' partitions; the driver gets the figures only.
-    pairs.map(format_line).saveAsTextFile(temp)
-    words = pairs.count()
-    total: Any = pairs.values().sum() if words else 0
-    manifest = new_manifest(settings, plan.batch_ms, words, total, plan.position, ENGINE)
+    totals.map(format_line).saveAsTextFile(temp)
+    words = totals.count()
+    total: Any = totals.values().sum() if words else 0
+    manifest = new_manifest(settings, batch_ms, words, total, position, ENGINE)
     publish(fs, settings, temp, final, manifest)
     return final
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,7 +14,7 @@ from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from streaming_app.recovery.snapshots import Manifest
 from streaming_app.settings.loading import load_config
 from streaming_app.structured.seed import SEED_RECORD, plan_seed, read_seed_record, seed_line
-from streaming_app.structured.snapshot_writer import batch_position, is_due, plan_snapshot
+from streaming_app.structured.snapshot_writer import batch_position, is_due, snapshot_due
 from streaming_app.structured.source_log import file_name, files_up_to, log_offset
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1764000001234,"conf":{}}'
@@ -29,11 +28,13 @@ def test_a_snapshot_is_due_on_the_first_micro_batch_after_each_multiple_of_the_i
     assert not is_due(12_100, 12_000, 4000)
 
 
-def test_snapshot_keep_0_plans_no_snapshot_and_touches_nothing() -> None:
-    config = load_config(None, env={}, cli={"snapshot_keep": "0"})
-    spark: Any = None  # not reached: no snapshot is planned before any file is looked at
-    assert plan_snapshot(spark, config, 0, 10_500, None) is None
-    assert plan_snapshot(spark, config, 7, 12_100, 10_500) is None
+def test_snapshot_keep_0_makes_no_micro_batch_due() -> None:
+    config = load_config(None, env={}, cli={"snapshot_keep": "0", "snapshot_interval": "4"})
+    assert not snapshot_due(config, 10_500, None)
+    assert not snapshot_due(config, 12_100, 10_500)
+    kept = load_config(None, env={}, cli={"snapshot_interval": "4"})
+    assert snapshot_due(kept, 10_500, None) and snapshot_due(kept, 12_100, 10_500)
+    assert not snapshot_due(kept, 10_500, 9000)
 
 
 def _log(directory: Path, name: str, entries: list[tuple[str, int]]) -> None:
