@@ -51,4 +51,5 @@ def exact(value: int | Decimal) -> int | Decimal:
     if not isinstance(value, Decimal):
         return int(value)
     normal = value.normalize(_WIDE)
-    return normal.quantize(Decimal(1)) if normal.as_tuple().exponent > 0 else normal  # type: ignore[operator]
+    whole = normal.as_tuple().exponent > 0  # type: ignore[operator]
+    return normal.quantize(Decimal(1), context=_WIDE) if whole else normal

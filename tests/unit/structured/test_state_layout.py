@@ -51,3 +51,18 @@ def test_closed_windows_are_grouped_by_end_oldest_first() -> None:
     rows = [(4000, "b", 2), (2000, "a", Decimal("1.50")), (4000, "a", 1)]
     assert by_window(rows) == {2000: [("a", Decimal("1.5"))], 4000: [("a", 1), ("b", 2)]}
     assert list(by_window(rows)) == [2000, 4000]
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("12.5000000000", "12.5"),
+        ("1E+2", "100"),
+        ("0.00", "0"),
+        # More digits than Python's default context holds (28): a decimal(38, s) total.
+        ("1" + "0" * 37 + ".0", "1" + "0" * 37),
+        ("2.000000000000000000000000000E+38", "2" + "0" * 38),
+    ],
+)
+def test_a_total_is_exact_whatever_its_digits(text: str, written: str) -> None:
+    assert format(exact(Decimal(text)), "f") == written
