@@ -7,14 +7,13 @@ micro-batch's changed totals laid over them, the newest line of each key kept. O
 (the chain starts, broke, or was removed), or when a snapshot reads every total in the same
 micro-batch: every total (totals.py `EveryTotal`, the state of the micro-batch before read
 with Spark's state data source, the changes laid over it), read once for both. Either way
-the lines go straight to part files on any Hadoop file system, and no total passes
-through the driver.
+the lines, made by Spark itself (totals.py `total_lines`), go straight to part files on
+any Hadoop file system, and no total passes through the driver or Python.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from streaming_app.common.fs import FileSystem, join
@@ -24,15 +23,13 @@ from streaming_app.sinks.files_layout import (
     SUCCESS_MARKER,
     TOTALS,
     batch_of,
-    format_total,
     parse_link,
     totals_name,
 )
-from streaming_app.structured.totals import EveryTotal, total_line
+from streaming_app.structured.totals import LINE, EveryTotal, total_lines
 
 if TYPE_CHECKING:
-    from pyspark import RDD, SparkContext
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def chain_dirs(fs: FileSystem, output_dir: str, context: str, previous_ms: int) -> list[str] | None:
@@ -66,28 +63,25 @@ def _link(fs: FileSystem, path: str) -> tuple[str, int] | None:
     return None if link is None else (link.context, link.previous)
 
 
-def tagged(order: int, line: str) -> tuple[str, tuple[int, str]]:
-    """A `key<TAB>total` line as (key, (its directory's order, the line))."""
-    return line.rpartition("\t")[0], (order, line)
+def chained_lines(spark: SparkSession, dirs: list[str], changes: DataFrame) -> DataFrame:
+    """Every total's line: the chain's lines with the changes' laid over, on the executors.
 
+    Each key keeps its line of the latest directory (the changes come last); a key is
+    what a line has before its last tab, as the files sink's readers take it."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
-def newer(a: tuple[int, str], b: tuple[int, str]) -> tuple[int, str]:
-    """Of two lines of a key, the one of the later directory."""
-    return a if a[0] >= b[0] else b
-
-
-def line_of(item: tuple[str, tuple[int, str]]) -> str:
-    """The kept line of a key."""
-    return item[1][1]
-
-
-def chained_lines(sc: SparkContext, dirs: list[str], changes: DataFrame) -> RDD[str]:
-    """Every total's line: the chain's lines with the changes' laid over, on the executors."""
+    order = "order"
     parts = [
-        sc.textFile(join(path, "part-*")).map(partial(tagged, i)) for i, path in enumerate(dirs)
+        spark.read.text(join(path, "part-*")).select(F.lit(i).alias(order), LINE)
+        for i, path in enumerate(dirs)
     ]
-    parts.append(changes.rdd.map(total_line).map(partial(tagged, len(dirs))))
-    return sc.union(parts).reduceByKey(newer).map(line_of)
+    parts.append(total_lines(changes).select(F.lit(len(dirs)).alias(order), LINE))
+    lines = parts[0]
+    for part in parts[1:]:
+        lines = lines.unionByName(part)
+    key = F.regexp_extract(F.col(LINE), "^(.*)\t", 1)
+    newest = lines.groupBy(key.alias("k")).agg(F.max_by(LINE, order).alias(LINE))
+    return newest.select(LINE)
 
 
 def base_writer(
@@ -102,9 +96,8 @@ def base_writer(
     def write_base(temp: str) -> None:
         dirs = None if read else chain_dirs(fs, output_dir, context, previous_ms)
         if dirs is None:
-            every.pairs().map(format_total).saveAsTextFile(temp)
+            total_lines(every.frame()).write.text(temp)
         else:
-            sc = every.spark.sparkContext
-            chained_lines(sc, dirs, every.changes).saveAsTextFile(temp)
+            chained_lines(every.spark, dirs, every.changes).write.text(temp)
 
     return write_base

@@ -111,7 +111,7 @@ class BatchSinks:
                 )
                 written.append(f"postgres: {done}")
         if snapshot:
-            write_snapshot(spark, config, batch_id, batch_ms, every.pairs)
+            write_snapshot(spark, config, batch_id, batch_ms, every.frame)
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,

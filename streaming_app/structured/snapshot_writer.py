@@ -4,8 +4,9 @@ Driver side, in foreachBatch (sinks.py), after the sinks: when one is due, micro
 writes the snapshot of N, from every total after it (totals.py `EveryTotal`: the committed
 state of N-1 read with Spark's state data source, N's changes laid over it), the same
 read a files base of N uses. A replay of N computes the same totals and finds its
-snapshot written. The executors write one part file per state partition; the driver gets
-the count and the sum, renames the directory into place and writes the manifest last
+snapshot written. The executors write one part file per state partition, the lines made
+by Spark itself (totals.py `snapshot_lines`: no total passes through Python); the driver
+gets the count and the sum, renames the directory into place and writes the manifest last
 (recovery/snapshot_writer.py: the same format, retention and replay rules as the DStream
 engine's), with the position the totals include, from the offsets log: the Kafka end
 offsets of N, or the names of the input files the file source's log has up to N.
@@ -27,7 +28,6 @@ from streaming_app.recovery.snapshot_writer import (
 )
 from streaming_app.recovery.snapshots import (
     TEMP_PREFIX,
-    format_line,
     snapshot_name,
     snapshot_times,
 )
@@ -40,10 +40,10 @@ from streaming_app.structured.query_log import (
     query_id,
 )
 from streaming_app.structured.source_log import files_up_to, log_offset
+from streaming_app.structured.totals import count_and_sum, snapshot_lines
 
 if TYPE_CHECKING:
-    from pyspark import RDD
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 ENGINE = "structured"
@@ -68,13 +68,13 @@ def write_snapshot(
     config: AppConfig,
     batch_id: int,
     batch_ms: int,
-    pairs: Callable[[], RDD[Any]],
+    every: Callable[[], DataFrame],
 ) -> None:
-    """Snapshot micro-batch `batch_id` (due) from `pairs`, every total after it, unless
+    """Snapshot micro-batch `batch_id` (due) from `every`, every total after it, unless
     written before; a failure is a warning, not a crash (the checkpoint still protects
     the state)."""
     try:
-        path = _write(spark, config, batch_id, batch_ms, pairs)
+        path = _write(spark, config, batch_id, batch_ms, every)
     except Exception as exc:  # retried at the next snapshot due
         warn_failed(f"batch_id={batch_id}", config.snapshots_at, exc, config.snapshot_ms)
         return
@@ -87,7 +87,7 @@ def _write(
     config: AppConfig,
     batch_id: int,
     batch_ms: int,
-    pairs: Callable[[], RDD[Any]],
+    every: Callable[[], DataFrame],
 ) -> str | None:
     from streaming_app.common.hadoop_fs import HadoopFs
 
@@ -114,11 +114,10 @@ def _write(
     temp = join(settings.directory, f"{TEMP_PREFIX}{batch_ms}")
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
-    totals = pairs()
+    totals = every()
     # The executors write the totals' partitions; the driver gets the figures only.
-    totals.map(format_line).saveAsTextFile(temp)
-    words = totals.count()
-    total: Any = totals.values().sum() if words else 0
+    snapshot_lines(totals).write.text(temp)
+    words, total = count_and_sum(totals)
     manifest = new_manifest(settings, batch_ms, words, total, position, ENGINE)
     publish(fs, settings, temp, final, manifest)
     return final

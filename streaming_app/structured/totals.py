@@ -8,18 +8,22 @@ micro-batch costs what its input costs and Python only reads, tokenizes and pre-
 (`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
 over the totals of the micro-batch before: every total after it, never collected, and
 `EveryTotal` reads it once a micro-batch for the base, the snapshot and the postgres sink.
+`snapshot_lines` and `total_lines` are Spark's own expressions for the snapshot's JSON
+lines and the files sink's lines, what `format_line` and `format_total` write of the
+exact pairs: a base or a snapshot of every total never passes through Python.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.sinks.files_layout import format_total
 from streaming_app.structured.state_layout import KEY, SUM_FIELD, TOTAL, VALUE, exact
 
 if TYPE_CHECKING:
     from pyspark import RDD
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+LINE = "value"  # the one column of Spark's text data source
 
 
 def running_totals(pairs: DataFrame) -> DataFrame:
@@ -54,8 +58,8 @@ class EveryTotal:
     """Every total after one micro-batch, read at most once for whatever needs it then.
 
     A files base, a snapshot and the postgres sink after a gap each need every total;
-    `pairs` reads them (every_total, on the executors) into cached exact pairs the first
-    time it is called, and `release` drops that cache at the micro-batch's end.
+    `frame` reads them (every_total, on the executors) into a cached frame the first time
+    it is called, and `release` drops that cache at the micro-batch's end.
     """
 
     def __init__(
@@ -65,26 +69,26 @@ class EveryTotal:
         self.checkpoint = checkpoint
         self.batch_id = batch_id
         self.changes = changes
-        self._pairs: RDD[tuple[str, Any]] | None = None
+        self._frame: DataFrame | None = None
 
     def frame(self) -> DataFrame:
-        """Every total as a frame of (key, total), not cached."""
-        return every_total(self.spark, self.checkpoint, self.batch_id, self.changes)
-
-    def pairs(self) -> RDD[tuple[str, Any]]:
-        """Every total as exact (key, total) pairs, cached until `release`."""
-        if self._pairs is None:
-            frame = self.frame()
+        """Every total as a frame of (key, total), cached until `release`."""
+        if self._frame is None:
+            frame = every_total(self.spark, self.checkpoint, self.batch_id, self.changes)
             # One part per state partition, as the state has (the union doubles them).
             parts = max(self.changes.rdd.getNumPartitions(), 1)
-            self._pairs = frame.rdd.map(exact_pair).coalesce(parts).persist()
-        return self._pairs
+            self._frame = frame.coalesce(parts).persist()
+        return self._frame
+
+    def pairs(self) -> RDD[tuple[str, Any]]:
+        """Every total as exact (key, total) pairs, for a writer in Python."""
+        return self.frame().rdd.map(exact_pair)
 
     def release(self) -> None:
-        """Drop the cached pairs, if they were read."""
-        if self._pairs is not None:
-            self._pairs.unpersist()
-            self._pairs = None
+        """Drop the cached frame, if it was read."""
+        if self._frame is not None:
+            self._frame.unpersist()
+            self._frame = None
 
 
 def collect_pairs(frame: DataFrame) -> list[tuple[str, Any]]:
@@ -101,6 +105,54 @@ def exact_pair(row: Any) -> tuple[str, Any]:
     return row[0], exact(row[1])
 
 
-def total_line(row: Any) -> str:
-    """A (key, total) row as a line of the files sink (`word<TAB>total`)."""
-    return format_total(exact_pair(row))
+def total_text(total: Column) -> Column:
+    """A total as `exact` formats it: a bigint as is, a decimal without trailing zeros
+    (Spark writes a decimal's every scale digit, never an exponent)."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    text = total.cast("string")
+    trimmed = F.regexp_replace(F.regexp_replace(text, "0+$", ""), "\\.$", "")
+    return F.when(text.contains("."), trimmed).otherwise(text)
+
+
+def snapshot_lines(frame: DataFrame) -> DataFrame:
+    """(key, total) as snapshot lines, `["key", 12]` or `["key", "1.5"]` (format_line).
+
+    Spark's JSON writer escapes a string as Python's json does with ensure_ascii=False,
+    but for the hex digits of a control character's escape: upper case (`\\u001F`, where
+    Python writes `\\u001f`); the same JSON, the same key read back.
+    """
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    key = F.regexp_replace(F.to_json(F.array(F.col(KEY))), "]$", "")  # `["key"`
+    total = F.col(TOTAL)
+    if frame.schema[TOTAL].dataType.typeName() == "decimal":
+        value = F.concat(F.lit(', "'), total_text(total), F.lit('"]'))
+    else:
+        value = F.concat(F.lit(", "), total_text(total), F.lit("]"))
+    return frame.select(F.concat(key, value).alias(LINE))
+
+
+def total_lines(frame: DataFrame) -> DataFrame:
+    """(key, total) as the files sink's lines, `key<TAB>total` (format_total)."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    line = F.concat(F.col(KEY), F.lit("\t"), total_text(F.col(TOTAL)))
+    return frame.select(line.alias(LINE))
+
+
+def count_and_sum(frame: DataFrame) -> tuple[int, Any]:
+    """How many totals a frame of (key, total) has, and their exact sum.
+
+    Spark's sum of a decimal(38, s) overflows where Python's does not: then (a sum of more
+    than 38 digits) the totals are summed as exact pairs."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    row = frame.agg(F.count(F.lit(1)), F.try_sum(TOTAL)).first()
+    assert row is not None
+    words, total = int(row[0]), row[1]
+    if not words:
+        return 0, 0
+    if total is None:  # overflowed
+        total = frame.rdd.map(exact_pair).values().sum()
+    return words, exact(total)

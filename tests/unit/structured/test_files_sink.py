@@ -112,7 +112,7 @@ def test_the_chain_to_the_micro_batch_before_is_found_from_names_and_markers(
     tmp_path: Path,
 ) -> None:
     from streaming_app.common.fs import LocalFs
-    from streaming_app.structured.files_base import chain_dirs, newer, tagged
+    from streaming_app.structured.files_base import chain_dirs
 
     query = Query(tmp_path, keep=3)
     for batch_id, words in enumerate(WORDS[:4]):  # base, delta, base, delta
@@ -130,7 +130,4 @@ def test_the_chain_to_the_micro_batch_before_is_found_from_names_and_markers(
     assert chain_dirs(fs, out, "query-1", TIMES[3] + 1) is None  # does not reach it
     (tmp_path / totals_name(TIMES[3], DELTA) / "_SUCCESS").unlink()  # incomplete
     assert chain_dirs(fs, out, "query-1", TIMES[3]) is None
-    # The newest line of a key wins, whichever order the executors meet them in.
-    lines = [tagged(0, "a\t1"), tagged(2, "a\t5"), tagged(1, "a\t3")]
-    assert newer(newer(lines[0][1], lines[1][1]), lines[2][1]) == (2, "a\t5")
-    assert tagged(0, "tab\tkey\t7") == ("tab\tkey", (0, "tab\tkey\t7"))
+    # The newest line of each key: test_structured_lines.py, on Spark.
