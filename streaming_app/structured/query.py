@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,7 +36,7 @@ from streaming_app.structured.source import lines_of
 from streaming_app.structured.totals import running_totals
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,26 @@ def written_by_dstreams(fs: FileSystem, checkpoint_dir: str) -> bool:
         return True
     record = metadata_json(fs, checkpoint_dir)
     return isinstance(record, dict) and record.get("format") == METADATA_FORMAT
+
+
+def start_stream(
+    frame: DataFrame,
+    mode: str,
+    sink: Callable[[DataFrame, int], None],
+    checkpoint: str,
+    batch_ms: int,
+    name: str | None = None,
+) -> Any:
+    """Start a query of `frame`'s output in `mode`, written by the foreachBatch function
+    `sink`, a micro-batch every `batch_ms` at most, on the checkpoint location."""
+    writer = frame.writeStream if name is None else frame.writeStream.queryName(name)
+    return (
+        writer.outputMode(mode)
+        .foreachBatch(sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{batch_ms} milliseconds")
+        .start()
+    )
 
 
 def start_query(spark: SparkSession, config: AppConfig) -> Any:
@@ -78,13 +99,8 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
     # sources); after micro-batch 0 there is nothing new in it.
     if fs.exists(join(seed_input(checkpoint), SUCCESS)):
         pairs = pairs.unionByName(seed_pairs(spark, config))
-    totals = running_totals(pairs)
-    query = (
-        totals.writeStream.outputMode("update")
-        .foreachBatch(BatchSinks(config, problems))
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{config.batch_ms} milliseconds")
-        .start()
+    query = start_stream(
+        running_totals(pairs), "update", BatchSinks(config, problems), checkpoint, config.batch_ms
     )
     if planned is None:
         log.info(

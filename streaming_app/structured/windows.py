@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.fs import join
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.pairs import pairs_of
+from streaming_app.structured.query import start_stream
 from streaming_app.structured.source import lines_of
 from streaming_app.structured.state_layout import KEY, TOTAL, VALUE
 from streaming_app.structured.window_sinks import WindowSinks
@@ -63,14 +64,13 @@ def start_window_query(spark: SparkSession, config: AppConfig) -> Any:
     # and its bad rows are the totals' query's to warn of.
     reading = replace(config, group_id=None)
     pairs = pairs_of(lines_of(spark, reading), reading)
-    query = (
-        window_totals(pairs, config)
-        .writeStream.queryName(WINDOW_QUERY)
-        .outputMode("append")
-        .foreachBatch(WindowSinks(config))
-        .option("checkpointLocation", window_checkpoint(config.checkpoint_dir))
-        .trigger(processingTime=f"{config.batch_ms} milliseconds")
-        .start()
+    query = start_stream(
+        window_totals(pairs, config),
+        "append",
+        WindowSinks(config),
+        window_checkpoint(config.checkpoint_dir),
+        config.batch_ms,
+        WINDOW_QUERY,
     )
     log.info(
         "Started the window query id=%s: window=%g s slide=%g s (checkpoint %s)",

@@ -61,6 +61,19 @@ def create_schema(
             check_value_type(conn, name, value_type.as_string(None))
 
 
+def create_window_table(
+    conn: psycopg.Connection[Any], window: sql.Identifier, value_type: sql.SQL
+) -> None:
+    """Create `<table>_window` if missing, inside the caller's transaction (which holds
+    SCHEMA_LOCK); its value type was checked at start-up with the totals table's."""
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
+            " count {} NOT NULL, window_end_ms bigint NOT NULL)"
+        ).format(window, value_type)
+    )
+
+
 def check_encoding(conn: psycopg.Connection[Any], table: str) -> None:
     """The database can hold every word, and this connection exchanges text as UTF-8."""
     server = conn.info.parameter_status("server_encoding") or "unknown"

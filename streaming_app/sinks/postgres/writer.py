@@ -20,7 +20,12 @@ from psycopg.conninfo import conninfo_to_dict
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
-from streaming_app.sinks.postgres.schema import CLIENT_ENCODING, SCHEMA_LOCK, create_schema
+from streaming_app.sinks.postgres.schema import (
+    CLIENT_ENCODING,
+    SCHEMA_LOCK,
+    create_schema,
+    create_window_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -328,12 +333,7 @@ class PostgresWriter:
         def write(conn: Connection) -> bool:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
-                        " count {} NOT NULL, window_end_ms bigint NOT NULL)"
-                    ).format(self._window, self.value_type)
-                )
+                create_window_table(conn, self._window, self.value_type)
                 previous = self._lock_progress(conn, batch_ms, sink)
                 if previous is not None and previous[0] >= batch_ms:
                     return False
