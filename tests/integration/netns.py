@@ -101,7 +101,7 @@ def remove_stale_namespaces() -> list[str]:
     """Delete the namespaces of dead test processes, after killing what still runs in
     them (processes those tests started); the names removed."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    stale = stale_namespaces(listed, _pid_alive)
+    stale = stale_namespaces(listed, pid_alive)
     for name in stale:
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():
@@ -111,7 +111,8 @@ def remove_stale_namespaces() -> list[str]:
     return stale
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a process of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
