@@ -1,4 +1,4 @@
-"""App errors raised in a batch's output, on the driver: one line for the user, no Spark log."""
+"""App errors raised in a batch's output or planning, on the driver: one line, no Spark log."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ def silence_spark_log(sc: SparkContext) -> None:
 
 @contextmanager
 def app_errors_in_one_line(sc: SparkContext) -> Iterator[None]:
-    """Around a batch's output operation, on the driver: a StreamingAppError still fails
-    the batch, but Spark does not log it.
+    """Around a batch's output operation or its planning (a DStream transform), on the
+    driver: a StreamingAppError still fails the batch, but Spark does not log it.
 
-    Spark logs every failed output operation with the Python traceback and a Java stack
-    trace (JobScheduler's `Error running job ...`), then ends the run, which exits with
-    the error's one `Error:` line. The batch stays failed (not done in the checkpoint, so
+    Spark logs every failed output operation, and every failed job generation, with the
+    Python traceback and a Java stack trace (JobScheduler's `Error running job ...`,
+    `Error generating jobs for time ...`), then ends the run, which exits with the
+    error's one `Error:` line. The batch stays failed (not done in the checkpoint, so
     a restart replays it); only the log is turned off, and the run is over anyway.
     """
     try:

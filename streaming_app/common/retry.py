@@ -31,6 +31,21 @@ def describe_error(exc: BaseException) -> str:
     return f"{name}: {text}"
 
 
+def attempts(count: int, last: BaseException) -> str:
+    """How many attempts failed, and how the last one did."""
+    if count == 1:
+        return f"1 attempt: {describe_error(last)}"
+    return f"{count} attempts, the last: {describe_error(last)}"
+
+
+def gave_up(what: str, down: float, detail: str, limit: str) -> PeerUnreachableError:
+    """The one line of a server given up on: the call, for how long, why, and the limit."""
+    return PeerUnreachableError(
+        f"{what}: unreachable for {down:.0f} s ({detail}); gave up ({limit}); "
+        "a restart resumes from the checkpoint"
+    )
+
+
 def with_retries(
     what: str,
     call: Callable[[], T],
@@ -60,11 +75,8 @@ def with_retries(
             down_since = started if down_since is None else down_since
             down = time.monotonic() - down_since
             if give_up_after is not None and down >= give_up_after:
-                raise PeerUnreachableError(
-                    f"{what}: unreachable for {down:.0f} s ({attempt} attempts, the last: "
-                    f"{describe_error(exc)}); gave up ({setting} = {give_up_after:g} s); "
-                    "a restart resumes from the checkpoint"
-                ) from None
+                limit = f"{setting} = {give_up_after:g} s"
+                raise gave_up(what, down, attempts(attempt, exc), limit) from None
             delay = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1))
             if give_up_after is not None:  # one more attempt at the limit, not after it
                 delay = max(0.0, min(delay, give_up_after - down))

@@ -87,6 +87,9 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
         # The run ends with the error's one line; the jobs this stop interrupts would each
         # log their interruption with a stack trace.
         silence_spark_log(ssc.sparkContext)
+        # A call still waiting for a server (the next batch's planning, after the broker
+        # was given up on) gives up now: the stop below waits for it.
+        stop.event.set()
         stop_quietly(ssc)
         raise
     deadline = time.monotonic() + config.stop_timeout

@@ -204,6 +204,13 @@ class AppConfig:
     max_value_bytes: int = _setting(
         "kafka", parse_int, 1048576, "larger message values are skipped and counted"
     )
+    kafka_give_up_after: float | None = _setting(
+        "kafka",
+        parse_optional_seconds,
+        600.0,
+        "seconds an unreachable Kafka broker is retried before the run ends with exit 1 "
+        "(empty: until stopped)",
+    )
     security_protocol: str = _setting(
         "kafka",
         choice(*(p.lower() for p in SECURITY_PROTOCOLS)),

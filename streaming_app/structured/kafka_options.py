@@ -35,6 +35,7 @@ class KafkaReadSettings:
     on_out_of_range: str
     max_value_bytes: int
     connection: KafkaConnection  # its repr masks the passwords
+    give_up_after: float | None = None  # kafka_give_up_after (None: retried until stopped)
 
     @classmethod
     def from_config(cls, config: AppConfig) -> KafkaReadSettings:
@@ -47,6 +48,7 @@ class KafkaReadSettings:
             on_out_of_range=config.on_offset_out_of_range,
             max_value_bytes=config.max_value_bytes,
             connection=KafkaConnection.from_config(config),
+            give_up_after=config.kafka_give_up_after,
         )
 
     def to_options(self) -> dict[str, str]:
@@ -60,6 +62,8 @@ class KafkaReadSettings:
         }
         if self.group_id is not None:
             options["group_id"] = self.group_id
+        if self.give_up_after is not None:
+            options["kafka_give_up_after"] = repr(self.give_up_after)
         for name in _CONNECTION_FIELDS:
             value = getattr(self.connection, name)
             if value is not None:
@@ -81,4 +85,7 @@ class KafkaReadSettings:
             on_out_of_range=options["on_offset_out_of_range"],
             max_value_bytes=int(options["max_value_bytes"]),
             connection=connection,
+            give_up_after=(
+                float(options["kafka_give_up_after"]) if "kafka_give_up_after" in options else None
+            ),
         )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from streaming_app.common.log_format import ensure_worker_logging
 from streaming_app.common.retry import describe_error, with_retries
 from streaming_app.sources.kafka.client import Broker
 from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
@@ -42,9 +43,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NAME = "streaming_app_kafka"
-# A planner call that cannot reach the broker retries with backoff this long, then fails
-# the query (a supervisor restarts it; nothing was planned, nothing is lost).
-BROKER_RETRY_SECONDS = 120.0
 # Rows per Arrow batch handed back to Spark from `read`.
 ROWS_PER_BATCH = 10_000
 # The values, and on one more row a range's read counts worth a warning (problems.encode).
@@ -168,6 +166,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self.settings.max_value_bytes,
             self.settings.on_out_of_range,
             stats=counts,
+            give_up_after=self.settings.give_up_after,
         )
 
         def arrow(values: list[str | None], problems: list[str | None]) -> Any:
@@ -214,21 +213,19 @@ class KafkaStreamReader(DataSourceStreamReader):
         return broker.offsets(self.settings.topics, self.settings.group_id, want_committed)
 
     def _ask(self, what: str, call: Callable[[Broker], T]) -> T:
-        """Call the broker, retrying with backoff for up to BROKER_RETRY_SECONDS."""
-        give_up = threading.Event()
-        timer = threading.Timer(BROKER_RETRY_SECONDS, give_up.set)
-        timer.daemon = True
-        timer.start()
-        try:
-            return with_retries(
-                f"{what} of {','.join(self.settings.topics)} from "
-                f"{self.settings.connection.bootstrap_servers}",
-                lambda: call(self._client()),
-                give_up,
-                on_failure=self.stop,
-            )
-        finally:
-            timer.cancel()
+        """Call the broker, retrying with backoff; after kafka_give_up_after, fail the query
+        with PeerUnreachableError (a supervisor restarts it; nothing was planned, nothing
+        is lost). Without a limit, until the query is stopped (hard, after stop_timeout:
+        this worker cannot see the driver's stop)."""
+        ensure_worker_logging()  # its warnings with time and level, like the driver's
+        return with_retries(
+            f"{what} of {','.join(self.settings.topics)} from {self.settings.connection.peer}",
+            lambda: call(self._client()),
+            threading.Event(),
+            on_failure=self.stop,
+            give_up_after=self.settings.give_up_after,
+            setting="kafka_give_up_after",
+        )
 
     @staticmethod
     def _report(what: str, planned: Planned) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming_app.tools.dev_broker import DevBroker
-from tests.integration import netns
+from tests.integration import netns, pg_host
 from tests.integration.harness import App
 from tests.integration.pg_helpers import ci, pg_dsn, pg_schema, pg_table
 
@@ -44,13 +44,15 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def _netns_ready() -> None:
     """Skip (in CI: fail) the tests that build hosts, in one line, where they cannot run;
-    remove what a killed earlier run left behind."""
+    remove what a killed earlier run left behind (namespaces, then the directories of the
+    PostgreSQL servers it ran in them)."""
     reason = netns.unavailable()
     if reason is not None:
         if ci():
             pytest.fail(reason)
         pytest.skip(reason)
     netns.remove_stale_namespaces()
+    pg_host.remove_stale_server_dirs()
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ FIRST_OCTET = 10
 # Interface names are at most 15 bytes (IFNAMSIZ - 1).
 MAX_IFNAME = 15
 _IP_TIMEOUT = 30
+KILLED_GONE_SECONDS = 10.0
 _sequence = itertools.count(1)
 # Run on a host: connect to argv[1]:argv[2] until it works or argv[3] seconds have passed.
 _WAIT_FOR_PORT = """
@@ -101,17 +103,25 @@ def remove_stale_namespaces() -> list[str]:
     """Delete the namespaces of dead test processes, after killing what still runs in
     them (processes those tests started); the names removed."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    stale = stale_namespaces(listed, _pid_alive)
+    stale = stale_namespaces(listed, pid_alive)
+    killed: list[int] = []
     for name in stale:
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    # Until they are gone (or a few seconds): a PostgreSQL server killed here must be seen
+    # gone by the sweep of its directory that follows (pg_host.remove_stale_server_dirs).
+    deadline = time.monotonic() + KILLED_GONE_SECONDS
+    while any(pid_alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return stale
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a process of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -4,6 +4,10 @@ The server listens on the host's address (for the app, on another host) and on a
 socket in its own directory, which the test reaches from the root namespace whatever
 the host's link is doing: the file system is shared, the network is not. Run as the
 `postgres` OS user (initdb refuses root); trust authentication, this test's /24 only.
+
+The directory, under /tmp (pytest's own is root's alone), is named for the test process
+(`sa-pg-<PID>-...`), so that what a killed test run left behind is removed by the next
+run (`remove_stale_server_dirs`), as its namespaces are.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,10 +29,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.netns import Host
+from tests.integration.netns import Host, pid_alive
 
 PORT = 5432  # the host's own network: nothing else listens there
 OS_USER = "postgres"
+DIR_PREFIX = "sa-pg-"
+# A directory named before the test process was (sa-pg-XXXXXXXX) is left alone this long:
+# it may be another checkout's test, still running initdb.
+UNNAMED_GRACE_SECONDS = 3600.0
 
 
 def server_binaries() -> Path | None:
@@ -48,7 +57,7 @@ class PgHost:
         self.host = host
         self.bin_dir = bin_dir
         # Not under pytest's tmp_path: its parents are root's alone (0700).
-        self.dir = Path(tempfile.mkdtemp(prefix="sa-pg-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         self.data = self.dir / "data"
         shutil.chown(self.dir, OS_USER, OS_USER)
         self.proc: subprocess.Popen[Any] | None = None
@@ -113,6 +122,55 @@ class PgHost:
             with contextlib.suppress(subprocess.TimeoutExpired):  # close() kills the group
                 self.proc.wait(timeout=timeout)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _owner(name: str) -> int | None:
+    """The pid of the test process a server directory is named for (sa-pg-<PID>-...)."""
+    named = re.match(rf"{DIR_PREFIX}(\d+)-", name)
+    return int(named[1]) if named else None
+
+
+def _server_pid(directory: Path) -> int | None:
+    """The postmaster's pid its data directory records, if any."""
+    try:
+        return int((directory / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stale_server_dirs(
+    parent: Path, alive: Callable[[int], bool], now: float | None = None
+) -> list[Path]:
+    """The server directories under `parent` that a test process no longer alive made,
+    and whose server no longer runs: what a killed test run left behind.
+
+    One named before the test process was (no pid) counts once its server is gone and it
+    is older than UNNAMED_GRACE_SECONDS.
+    """
+    now = time.time() if now is None else now
+    stale = []
+    for path in sorted(parent.glob(DIR_PREFIX + "*")):
+        if not path.is_dir() or path.is_symlink():
+            continue
+        server = _server_pid(path)
+        if server is not None and alive(server):
+            continue
+        owner = _owner(path.name)
+        if owner is not None:
+            if owner == os.getpid() or alive(owner):
+                continue
+        elif now - path.stat().st_mtime < UNNAMED_GRACE_SECONDS:
+            continue
+        stale.append(path)
+    return stale
+
+
+def remove_stale_server_dirs(parent: Path | None = None) -> list[Path]:
+    """Remove what `stale_server_dirs` finds under /tmp (or `parent`); the paths removed."""
+    stale = stale_server_dirs(Path(parent or tempfile.gettempdir()), pid_alive)
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
 
 
 @contextmanager

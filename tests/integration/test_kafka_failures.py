@@ -45,7 +45,10 @@ def test_broker_unreachable_at_start_and_mid_run_then_exact_catch_up(
     try:
         topic = fresh_topic()
         app = start_app(*kafka_args(dirs, broker.bootstrap, topic))
-        app.wait_for_log(r"reading offsets of \S+ from \S+ failed \(attempt 1\): .*retrying in 1 s")
+        app.wait_for_log(
+            r"reading offsets of \S+ from the Kafka broker at \S+ failed \(attempt 1\): "
+            r".*retrying in 1 s"
+        )
         assert not (dirs["checkpoint"] / "offsets").exists() or not os.listdir(
             dirs["checkpoint"] / "offsets"
         ), "a batch was planned while the broker was unreachable"

@@ -1,13 +1,16 @@
-"""The Kafka broker on a host of its own: the app's link cut for 45 s while records arrive.
+"""The Kafka broker on a host of its own: the app's link cut while records arrive.
 
 Three hosts: the broker (tansu), a producer, and the app under `supervise` (Kafka source,
 files sink). The producer keeps sending while the app's host is cut off; once healed,
-the app catches up and every total is exact, with no trace in its output.
+the app catches up and every total is exact, with no trace in its output. Cut for 45 s
+the app waits; cut for longer than `kafka_give_up_after` its run ends with exit 1 and one
+line, and supervise restarts it.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -86,3 +89,76 @@ def test_the_apps_link_cut_for_45_s_while_records_arrive(
     waits = [line for line in output.splitlines() if "broker unreachable" in line]
     assert all(" WARNING streaming_app.sources.kafka.reader: " in line for line in waits), waits
     print(f"recovery (heal -> every total written): {recovery:.1f} s")
+
+
+GIVE_UP_AFTER = 15  # seconds: kafka_give_up_after in the test, the default is 600
+
+
+@pytest.mark.parametrize(
+    "crashes",
+    [
+        pytest.param(1, id="healed-after-the-first-crash"),
+        # Still cut when supervise restarts it: the recovered driver plans the batches it
+        # missed while it starts, and gives up there in the same one line.
+        pytest.param(2, id="still-cut-at-the-restart", marks=pytest.mark.slow),
+    ],
+)
+def test_a_cut_longer_than_kafka_give_up_after_ends_the_run_and_supervise_resumes_it(
+    network: Network, dirs: dict[str, Path], start_app: Any, tmp_path: Path, crashes: int
+) -> None:
+    rng = random.Random(46)
+    broker, producer, app_host = (network.add_host(n) for n in ("broker", "producer", "app"))
+    bootstrap = start_broker(broker, tmp_path / "tansu.log")
+    producer.wait_for_port(broker.address, PORT)
+    topic = fresh_topic("give-up")
+    texts = [make_text(rng, 60)]
+    (tmp_path / "first.txt").write_text(texts[0], "utf-8")
+    sent = producer.run(produce_command(bootstrap, topic, tmp_path / "first.txt", 0))
+    assert sent.returncode == 0, sent.stderr
+
+    supervised = ["--backoff", "0.5", "--max-failures", "5", "--"]
+    supervisor = start_app(
+        *supervised,
+        *kafka_args(dirs, bootstrap, topic),
+        on=app_host,
+        command="supervise",
+        env={"STREAMING_APP_KAFKA_GIVE_UP_AFTER": str(GIVE_UP_AFTER)},
+    )
+    supervisor.wait_for_log(r"Started new streaming context")
+    wait_for_totals(dirs["output"], truth(texts), supervisor)
+
+    texts.append(make_text(rng, 150))  # 15 s of records at 10 lines a second
+    (tmp_path / "second.txt").write_text(texts[1], "utf-8")
+    with open(tmp_path / "producer.log", "wb") as out:
+        command = produce_command(bootstrap, topic, tmp_path / "second.txt", 10)
+        sending = producer.popen(command, stdout=out, stderr=out)
+    time.sleep(3)
+    network.cut(app_host)
+    cut = time.monotonic()
+    crashed = rf"(?s)(driver crashed \(exit code 1\); restarting.*){{{crashes}}}"
+    supervisor.wait_for_log(crashed, timeout=60 + 45 * crashes)
+    gave_up = time.monotonic() - cut
+    network.heal(app_host)
+    healed = time.monotonic()
+    assert sending.wait(timeout=60) == 0
+    wait_for_totals(dirs["output"], truth(texts), supervisor, timeout=180)
+    recovery = time.monotonic() - healed
+    assert supervisor.terminate() == 0
+
+    output = output_without_traces(supervisor)
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == crashes, output[-4000:]
+    for error in errors:  # the peer, its address, how long, the setting to change
+        found = re.fullmatch(
+            rf"Error: reading offsets of {topic} from the Kafka broker at {re.escape(bootstrap)}: "
+            r"unreachable for (\d+) s \(\d+ attempts?(, the last)?: .*\); gave up "
+            rf"\(kafka_give_up_after = {GIVE_UP_AFTER} s\); a restart resumes from the checkpoint",
+            error,
+        )
+        assert found is not None and int(found[1]) >= GIVE_UP_AFTER, error
+    restarted = rf"started driver pid \d+ \(start {crashes + 1}\)"
+    assert re.search(restarted, output), output[-4000:]
+    print(
+        f"cut -> exit 1 line: {gave_up:.1f} s; recovery (heal -> every total written): "
+        f"{recovery:.1f} s"
+    )

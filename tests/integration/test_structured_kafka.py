@@ -1,7 +1,8 @@
 """`run --engine structured --source kafka` against a real broker and real Spark: exact
 totals while producing, across kill -9 of the driver's process group and a restart on
 the same checkpoint; no password in the checkpoint; starting_offsets=latest; values
-skipped or repaired warned of per micro-batch on the driver."""
+skipped or repaired warned of per micro-batch on the driver; a broker unreachable for longer
+than kafka_give_up_after ends the run in the DStream engine's line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import EveryPause, cli_totals, make_text, truth, wait_for_totals
+from tests.integration.harness import (
+    EveryPause,
+    cli_totals,
+    free_port,
+    make_text,
+    truth,
+    wait_for_totals,
+)
 from tests.integration.kafka_helpers import fresh_topic, send, send_raw
 
 pytestmark = pytest.mark.timeout(300)
@@ -130,3 +138,26 @@ def test_starting_offsets_latest_skips_earlier_records(
     )
     assert app.terminate() == 0
     assert "Traceback" not in app.log()
+
+
+def test_a_broker_unreachable_for_kafka_give_up_after_ends_the_run_with_its_line(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    """Nothing listens at the bootstrap address: the planner worker retries for
+    kafka_give_up_after (from today's config, through the source's options), then the query
+    fails and the run ends with exit 1, its last line naming the broker. Spark logs the
+    query's failure with a stack trace before it (docs/structured.md says why)."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    app = start_app(
+        *structured_kafka_args(dirs, bootstrap, fresh_topic("ss")),
+        env={"STREAMING_APP_KAFKA_GIVE_UP_AFTER": "4"},
+    )
+    assert app.wait(timeout=120) == 1
+    last = app.log().strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"Error: reading offsets of ss-\S+ from the Kafka broker at {re.escape(bootstrap)}: "
+        r"unreachable for \d+ s \(\d+ attempts?(, the last)?: OSError: no bootstrap server "
+        r"accepts connections \(.*Connection refused\)\); gave up \(kafka_give_up_after = 4 s\); "
+        r"a restart resumes from the checkpoint",
+        last,
+    ), last

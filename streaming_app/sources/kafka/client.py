@@ -42,6 +42,12 @@ class KafkaConnection:
         """A copy safe to write into the checkpoint: no passwords."""
         return replace(self, sasl_plain_password=None, ssl_password=None)
 
+    @property
+    def peer(self) -> str:
+        """The brokers as the log names them: `the Kafka broker at host:port`."""
+        servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
+        return f"the Kafka broker{'s' if len(servers) > 1 else ''} at {','.join(servers)}"
+
     def kafka_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for kafka-python's clients."""
         kwargs: dict[str, Any] = {

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.common.fs import FileSystem
+from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.errors import CheckpointError
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,
@@ -64,12 +65,17 @@ def discard_orphaned_logs(fs: FileSystem, checkpoint_dir: str) -> None:
 
 
 def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> RDD[str]:
-    """The batch's RDD of message values: logged ranges if any, else newly planned ones."""
+    """The batch's RDD of message values: logged ranges if any, else newly planned ones.
+
+    The app's own errors (a broker given up on, lost offsets) end the run with one line:
+    Spark's log of the failed job generation, with stack traces, is turned off.
+    """
     batch_ms = epoch_ms(batch_time)
     sc = rdd.context
     offsets = offset_log_for(sc, settings.checkpoint_dir)
     fetch = partial(broker_offsets, settings)
-    ranges = ranges_for_batch(batch_ms, offsets, fetch, settings, RUNTIME.draining)
+    with app_errors_in_one_line(sc):
+        ranges = ranges_for_batch(batch_ms, offsets, fetch, settings, RUNTIME.draining)
     to_read = [r for r in ranges if r.size > 0]
     if not to_read:
         return sc.emptyRDD()  # no tasks at all: an idle batch stays cheap
@@ -83,6 +89,7 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
         on_out_of_range=policy_for(settings),
         batch_ms=batch_ms,
         stats=RUNTIME.stats,
+        give_up_after=RUNTIME.give_up_after,
     )
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
 
@@ -98,7 +105,8 @@ def ranges_for_batch(
 
     New ranges are written to the log before they are returned, so a batch that runs
     has always been logged, and a replay reads exactly what the first run read.
-    broker_offsets(want_committed) asks the broker (retrying until it answers).
+    broker_offsets(want_committed) asks the broker (retrying until it answers, or until
+    kafka_give_up_after).
     While draining (a graceful stop), new batches are planned empty.
     """
     logged = offsets.read_ranges(batch_ms)

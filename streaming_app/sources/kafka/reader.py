@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from streaming_app.common.log_format import ensure_worker_logging
-from streaming_app.errors import SourceDataLostError
+from streaming_app.common.retry import attempts, gave_up
+from streaming_app.errors import PeerUnreachableError, SourceDataLostError
 from streaming_app.sources.kafka.client import (
     REQUEST_TIMEOUT_MS,
     KafkaConnection,
@@ -24,10 +25,15 @@ log = logging.getLogger(__name__)
 STAT_KEYS = ("records", "empty", "oversize", "replaced", "lost")
 POLL_TIMEOUT_MS = 500
 MAX_POLL_RECORDS = 5000
-# A read that makes no progress warns every STALL_WARN_SECONDS and fails the batch after
-# STALL_FAIL_SECONDS (a restart then replays the same logged range).
+# A read that makes no progress warns every STALL_WARN_SECONDS; one that cannot reach the
+# broker retries every CONNECT_RETRY_SECONDS.
 STALL_WARN_SECONDS = 10.0
-STALL_FAIL_SECONDS = 300.0
+CONNECT_RETRY_SECONDS = 2.0
+# A read gives up (failing its task, so the batch: a restart replays the same logged range)
+# once it has been without the broker this much longer than kafka_give_up_after. The
+# driver, which asks the broker every batch, then gives up first when it lost the broker
+# too, with the run's one line; a task that fails is logged by Spark with stack traces.
+EXECUTOR_EXTRA_SECONDS = 60.0
 
 
 BatchStats = dict[int, dict[str, int]]
@@ -56,8 +62,13 @@ def read_range(
     on_out_of_range: str,
     batch_ms: int = 0,
     stats: Any = None,
+    give_up_after: float | None = None,
 ) -> Iterator[str]:
-    """The decoded values of `[from, until)` of one partition (assign + seek, no group)."""
+    """The decoded values of `[from, until)` of one partition (assign + seek, no group).
+
+    Without the broker for `give_up_after` (kafka_give_up_after) plus
+    EXECUTOR_EXTRA_SECONDS, raises PeerUnreachableError; None: waits until stopped.
+    """
     from kafka import TopicPartition as KafkaTp
     from kafka.errors import OffsetOutOfRangeError
 
@@ -68,7 +79,8 @@ def read_range(
     counts: dict[str, int] = {}
     used = 0
     tp = KafkaTp(topic, partition)
-    consumer = _connect(connection, max_value_bytes, offset_range)
+    limit = _Limit(connection, offset_range, give_up_after)
+    consumer = _connect(connection, max_value_bytes, offset_range, limit)
     try:
         consumer.assign([tp])
         consumer.seek(tp, start)
@@ -111,11 +123,9 @@ def read_range(
             now = time.monotonic()
             if progressed:
                 last_progress = warned_at = now
-            elif now - last_progress > STALL_FAIL_SECONDS:
-                raise OSError(
-                    f"reading {topic}:{partition} made no progress for {STALL_FAIL_SECONDS:.0f} s "
-                    f"at offset {next_offset} (range {start}-{until}); is the broker up?"
-                )
+            elif limit.reached(now - last_progress):
+                detail = f"no records at offset {next_offset} of range {start}-{until}"
+                raise limit.error(now - last_progress, detail)
             elif now - warned_at > STALL_WARN_SECONDS:
                 warned_at = now
                 log.warning(
@@ -141,8 +151,37 @@ def read_range(
     )
 
 
-def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: OffsetRange) -> Any:
-    """A consumer for one read; retries while the broker is unreachable, up to a limit."""
+class _Limit:
+    """How long one read waits for the broker, and the line it gives up with."""
+
+    def __init__(
+        self, connection: KafkaConnection, offset_range: OffsetRange, give_up_after: float | None
+    ) -> None:
+        self.what = (
+            f"reading topic={offset_range.topic} partition={offset_range.partition} "
+            f"from {connection.peer}"
+        )
+        self.give_up_after = give_up_after
+
+    def reached(self, down: float) -> bool:
+        """Whether `down` seconds without the broker are past the limit (never without one)."""
+        return self.give_up_after is not None and (
+            down >= self.give_up_after + EXECUTOR_EXTRA_SECONDS
+        )
+
+    def error(self, down: float, detail: str) -> PeerUnreachableError:
+        """The one line to give up with."""
+        limit = (
+            f"kafka_give_up_after = {self.give_up_after:g} s, "
+            f"and {EXECUTOR_EXTRA_SECONDS:g} s more in a read"
+        )
+        return gave_up(self.what, down, detail, limit)
+
+
+def _connect(
+    connection: KafkaConnection, max_value_bytes: int, offset_range: OffsetRange, limit: _Limit
+) -> Any:
+    """A consumer for one read; retries while the broker is unreachable, up to the limit."""
     from kafka.errors import KafkaError
 
     from streaming_app.sources.kafka.records import make_lean
@@ -150,8 +189,10 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
     # Python workers have no logging set up: kafka-python would print every failed
     # connection attempt; our own warning below says it once per attempt.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    deadline = time.monotonic() + STALL_FAIL_SECONDS
+    attempt = 0
+    down_since = 0.0
     while True:
+        started = time.monotonic()
         try:
             check_reachable(connection)
             # (offset, value) pairs instead of kafka-python's records: a third of the cost.
@@ -167,15 +208,18 @@ def _connect(connection: KafkaConnection, max_value_bytes: int, offset_range: Of
                 )
             )
         except (KafkaError, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise
+            attempt += 1
+            down_since = started if attempt == 1 else down_since
+            down = time.monotonic() - down_since
+            if limit.reached(down):
+                raise limit.error(down, attempts(attempt, exc)) from None
             log.warning(
                 "reading topic=%s partition=%d: broker unreachable (%s); retrying",
                 offset_range.topic,
                 offset_range.partition,
                 type(exc).__name__,
             )
-            time.sleep(STALL_WARN_SECONDS / 5)
+            time.sleep(CONNECT_RETRY_SECONDS)
 
 
 def _after_lost_records(

@@ -14,6 +14,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from streaming_app.common.fs import join
 from streaming_app.common.retry import with_retries
+from streaming_app.errors import PeerUnreachableError
 from streaming_app.sources.kafka.client import Broker, KafkaConnection
 from streaming_app.sources.kafka.offset_log import (
     OFFSETS_DIR,
@@ -39,6 +40,8 @@ class _Runtime:
     connection: KafkaConnection | None = None  # today's, with credentials
     on_out_of_range: str | None = None  # today's: the remedy the error message suggests
     stop: threading.Event = field(default_factory=threading.Event)
+    give_up_after: float | None = None  # today's kafka_give_up_after (None: until stopped)
+    gave_up: str | None = None  # the line the broker was given up with: the run is ending
     broker: Broker | None = None
     stats: Any = None  # the process's read-statistics accumulator, made on first use
     draining: bool = False  # stopping: new batches take no records
@@ -75,12 +78,15 @@ def batch_figures(batch_ms: int) -> tuple[int, int | None] | None:
 def configure_runtime(config: AppConfig, stop: threading.Event) -> None:
     """Give this driver process today's connection settings and the stop signal.
 
-    Connection settings (brokers, credentials) and the out-of-range policy come from the
-    running config, not the checkpoint: credentials are never checkpointed, brokers may
-    have moved, and an operator must be able to choose `earliest` after a `fail`.
+    Connection settings (brokers, credentials), the out-of-range policy and how long an
+    unreachable broker is retried come from the running config, not the checkpoint:
+    credentials are never checkpointed, brokers may have moved, and an operator must be
+    able to choose `earliest` after a `fail`, or to wait longer for a broker.
     """
     RUNTIME.connection = KafkaConnection.from_config(config)
     RUNTIME.on_out_of_range = config.on_offset_out_of_range
+    RUNTIME.give_up_after = config.kafka_give_up_after
+    RUNTIME.gave_up = None
     RUNTIME.stop = stop
     if RUNTIME.broker is not None:
         RUNTIME.broker.close()
@@ -134,14 +140,24 @@ def offset_log_for(sc: Any, checkpoint_dir: str) -> OffsetLog:
 
 
 def broker_offsets(settings: KafkaSettings, want_committed: bool) -> BrokerOffsets:
+    """The broker's offsets, retried until it answers, the app stops (StopRequestedError),
+    or kafka_give_up_after has passed (PeerUnreachableError: the run's one line)."""
+    if RUNTIME.gave_up is not None:
+        # The batches queued behind the one that gave up: the run is ending, none waits again.
+        raise PeerUnreachableError(RUNTIME.gave_up)
     broker = broker_for(settings)
-    return with_retries(
-        f"reading offsets of {','.join(settings.topics)} from "
-        f"{broker.connection.bootstrap_servers}",
-        lambda: broker.offsets(settings.topics, settings.group_id, want_committed),
-        RUNTIME.stop,
-        on_failure=reset_broker,
-    )
+    try:
+        return with_retries(
+            f"reading offsets of {','.join(settings.topics)} from {broker.connection.peer}",
+            lambda: broker.offsets(settings.topics, settings.group_id, want_committed),
+            RUNTIME.stop,
+            on_failure=reset_broker,
+            give_up_after=RUNTIME.give_up_after,
+            setting="kafka_give_up_after",
+        )
+    except PeerUnreachableError as exc:
+        RUNTIME.gave_up = str(exc)
+        raise
 
 
 def drain(timeout: float, ended: Callable[[], bool] = lambda: False) -> bool:

@@ -118,6 +118,13 @@ def test_env_values_are_checked() -> None:
     assert_usage_error(result, "environment STREAMING_APP_PORT", "'abc' is not an integer")
 
 
+def test_a_wrong_kafka_give_up_after_exits_2_naming_the_key(tmp_path: Path) -> None:
+    ini = tmp_path / "app.ini"
+    ini.write_text("[kafka]\nkafka_give_up_after = 0\n", encoding="utf-8")
+    result = invoke("run", "--source", "kafka", "--topics", "t", "--config", str(ini))
+    assert_usage_error(result, f"{ini} [kafka] kafka_give_up_after: must be a positive number")
+
+
 def test_unknown_env_var_is_rejected() -> None:
     result = invoke("run", env={"STREAMING_APP_PROT": "1"})
     assert_usage_error(result, "STREAMING_APP_PROT: unknown setting")

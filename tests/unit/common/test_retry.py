@@ -91,3 +91,19 @@ def test_with_retries_gives_up_once_failing_for_longer_than_give_up_after(
     )
     assert raised.value.exit_code == 1
     assert caplog.text.count("failed (attempt") == 3
+
+
+def test_a_single_failed_attempt_is_said_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(retry.time, "monotonic", lambda: clock[0])
+
+    def call() -> None:
+        clock[0] += 12  # one attempt that outlasts the limit (a connect timeout)
+        raise OSError("connection timed out")
+
+    with pytest.raises(PeerUnreachableError) as raised:
+        with_retries("reading offsets", call, threading.Event(), give_up_after=10, setting="x")
+    assert str(raised.value) == (
+        "reading offsets: unreachable for 12 s (1 attempt: OSError: connection timed out); "
+        "gave up (x = 10 s); a restart resumes from the checkpoint"
+    )

@@ -479,3 +479,32 @@ def test_shipped_config_files_load(name: str) -> None:
     if name != "docker.ini":  # the examples carry a [kafka] section to switch to
         kafka = load_config(str(path), env={}, cli={"source": "kafka"})
         assert kafka.topics == ("words",)
+
+
+# --- kafka_give_up_after ----------------------------------------------------------------
+
+
+def test_kafka_give_up_after_is_600_s_and_empty_retries_until_stopped(tmp_path: Path) -> None:
+    assert load_config(env={}).kafka_give_up_after == 600
+    ini = write_ini(tmp_path, "[kafka]\nkafka_give_up_after = 20\n")
+    assert load_config(ini, env={}).kafka_give_up_after == 20
+    env = {"STREAMING_APP_KAFKA_GIVE_UP_AFTER": "7.5"}
+    assert load_config(ini, env=env).kafka_give_up_after == 7.5  # env beats the file
+    assert load_config(env={"STREAMING_APP_KAFKA_GIVE_UP_AFTER": ""}).kafka_give_up_after is None
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("0", "must be a positive number of seconds, got 0"),
+        ("-1", "must be a positive number of seconds, got -1"),
+        ("never", "'never' is not a number of seconds"),
+    ],
+)
+def test_a_wrong_kafka_give_up_after_is_named_where_it_was_set(
+    tmp_path: Path, value: str, fragment: str
+) -> None:
+    ini = write_ini(tmp_path, f"[kafka]\nkafka_give_up_after = {value}\n")
+    assert f"{ini} [kafka] kafka_give_up_after: {fragment}" in config_error(ini)
+    env = {"STREAMING_APP_KAFKA_GIVE_UP_AFTER": value}
+    assert f"environment STREAMING_APP_KAFKA_GIVE_UP_AFTER: {fragment}" in config_error(env=env)

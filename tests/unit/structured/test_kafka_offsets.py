@@ -162,6 +162,18 @@ def test_options_carry_every_setting_and_credentials_of_todays_config() -> None:
     assert "pw-1" not in repr(read) and "pw-2" not in repr(read)
 
 
+def test_kafka_give_up_after_reaches_the_planner_and_readers_through_the_options() -> None:
+    for given, expected in (("15", 15.0), ("", None)):
+        config = load_config(
+            None,
+            cli={"source": "kafka", "topics": "t"},
+            env={"STREAMING_APP_KAFKA_GIVE_UP_AFTER": given},
+        )
+        options = KafkaReadSettings.from_config(config).to_options()
+        assert KafkaReadSettings.from_options(options).give_up_after == expected
+    assert "kafka_give_up_after" not in options  # no limit: no option
+
+
 def test_the_reader_pickles_without_a_client() -> None:
     import pickle
 

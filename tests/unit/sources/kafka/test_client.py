@@ -23,3 +23,9 @@ def test_check_reachable_probes_the_bootstrap_servers_before_a_client_is_built()
         check_reachable(KafkaConnection(f"127.0.0.1:{dead},127.0.0.1:{port}"))
     with pytest.raises(OSError, match=f"no bootstrap server accepts connections .*:{dead}"):
         check_reachable(KafkaConnection(f"127.0.0.1:{dead}"), timeout=1)
+
+
+def test_the_broker_is_named_with_its_bootstrap_servers() -> None:
+    assert KafkaConnection("10.0.0.2:9092").peer == "the Kafka broker at 10.0.0.2:9092"
+    two = KafkaConnection("kafka-1:9092, kafka-2:9092")
+    assert two.peer == "the Kafka brokers at kafka-1:9092,kafka-2:9092"

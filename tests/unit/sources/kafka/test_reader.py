@@ -1,8 +1,20 @@
-"""The Kafka reader's value decoding, without a broker."""
+"""The Kafka reader without a broker: value decoding, and giving up on an unreachable broker."""
 
 from __future__ import annotations
 
-from streaming_app.sources.kafka.reader import decode_value
+import logging
+from typing import Any
+
+import pytest
+
+from streaming_app.errors import PeerUnreachableError
+from streaming_app.sources.kafka import reader
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.sources.kafka.offsets import OffsetRange
+from streaming_app.sources.kafka.reader import decode_value, read_range
+
+BROKER = KafkaConnection("10.0.0.2:9092")
+NO_ROUTE = "no bootstrap server accepts connections (10.0.0.2:9092: No route to host)"
 
 
 def test_decode_value_counts_every_case() -> None:
@@ -13,3 +25,94 @@ def test_decode_value_counts_every_case() -> None:
     assert decode_value(b"x" * 101, 100, stats) is None
     assert decode_value(b"caf\xe9 ok", 100, stats) == "caf\ufffd ok"
     assert stats == {"records": 2, "empty": 2, "oversize": 1, "replaced": 1}
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A fake clock for the reader: sleeping moves it on."""
+    now = [0.0]
+    monkeypatch.setattr(reader.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(reader.time, "sleep", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    return now
+
+
+def refuse_after_3_s(now: list[float]) -> Any:
+    def refuse(connection: KafkaConnection, timeout: float = 5.0) -> None:
+        now[0] += 3
+        raise OSError(NO_ROUTE)
+
+    return refuse
+
+
+def test_a_read_that_cannot_connect_gives_up_60_s_after_kafka_give_up_after(
+    clock: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver, asking the broker every batch, gives up first; a read only after it."""
+    monkeypatch.setattr(reader, "check_reachable", refuse_after_3_s(clock))
+    offset_range = OffsetRange("t", 1, 0, 10)
+    with (
+        caplog.at_level(logging.WARNING, logger=reader.__name__),
+        pytest.raises(PeerUnreachableError) as raised,
+    ):
+        list(read_range(offset_range, BROKER, 100, "fail", give_up_after=10))
+    # Attempts of 3 s, 2 s apart: the 15th ends 73 s after the first began.
+    assert str(raised.value) == (
+        "reading topic=t partition=1 from the Kafka broker at 10.0.0.2:9092: unreachable for "
+        f"73 s (15 attempts, the last: OSError: {NO_ROUTE}); gave up (kafka_give_up_after = "
+        "10 s, and 60 s more in a read); a restart resumes from the checkpoint"
+    )
+    assert caplog.text.count("broker unreachable (OSError); retrying") == 14
+
+
+def test_without_kafka_give_up_after_a_read_waits_for_the_broker(
+    clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures = iter(range(500))  # 40 minutes without the broker, then it answers
+
+    def reachable_at_last(connection: KafkaConnection, timeout: float = 5.0) -> None:
+        if next(failures, None) is not None:
+            refuse_after_3_s(clock)(connection)
+
+    monkeypatch.setattr(reader, "check_reachable", reachable_at_last)
+    monkeypatch.setattr(reader, "new_consumer", lambda **kwargs: "consumer")
+    monkeypatch.setattr("streaming_app.sources.kafka.records.make_lean", lambda c: c)
+    offset_range = OffsetRange("t", 0, 0, 10)
+    limit = reader._Limit(BROKER, offset_range, None)
+    assert reader._connect(BROKER, 100, offset_range, limit) == "consumer"
+    assert clock[0] > 2400
+
+
+class SilentConsumer:
+    """Connected, but the broker has gone silent: every poll waits its timeout, empty."""
+
+    def __init__(self, now: list[float]) -> None:
+        self.now = now
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def seek(self, partition: Any, offset: int) -> None:
+        pass
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+        self.now[0] += timeout_ms / 1000
+        return {}
+
+    def position(self, partition: Any) -> int:
+        return 3
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_read_whose_broker_goes_silent_gives_up_60_s_after_kafka_give_up_after(
+    clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reader, "_connect", lambda *args: SilentConsumer(clock))
+    with pytest.raises(PeerUnreachableError) as raised:
+        list(read_range(OffsetRange("t", 0, 3, 10), BROKER, 100, "fail", give_up_after=5))
+    assert str(raised.value) == (
+        "reading topic=t partition=0 from the Kafka broker at 10.0.0.2:9092: unreachable for "
+        "65 s (no records at offset 3 of range 3-10); gave up (kafka_give_up_after = 5 s, and "
+        "60 s more in a read); a restart resumes from the checkpoint"
+    )
