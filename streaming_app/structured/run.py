@@ -12,12 +12,17 @@ import time
 from functools import partial
 from typing import Any
 
-from streaming_app.common.failure_text import java_summary
+from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
-from streaming_app.lifecycle.stopping import StopRequest, hard_stop, wait_for_stop
+from streaming_app.lifecycle.stopping import (
+    StopRequest,
+    hard_stop,
+    stream_failure,
+    wait_for_stop,
+)
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.requirements import check_supported, require_extra
 
@@ -45,11 +50,20 @@ def stop_between_batches(spark: Any, query: Any, deadline: float) -> bool:
 
 
 def await_any(queries: list[Any], seconds: float) -> bool:
-    """Whether a query ended within `seconds` (the first one waited on); raises its failure."""
-    for query in queries[1:]:
-        if not query.isActive:
-            return bool(query.awaitTermination(0.001))
-    return bool(queries[0].awaitTermination(seconds))
+    """Whether a query ended within `seconds` (the first one waited on); raises its failure.
+
+    A failure that is not one of the app's own errors is logged here with its whole trace
+    (conf/log4j2.properties keeps Spark from reporting a failed query: the app's own
+    errors end the run with their one line)."""
+    try:
+        for query in queries[1:]:
+            if not query.isActive:
+                return bool(query.awaitTermination(0.001))
+        return bool(queries[0].awaitTermination(seconds))
+    except Exception as exc:
+        if isinstance(stream_failure(exc), StreamingFailedError):
+            log.error("the streaming query failed: %s", failure_text(exc), exc_info=exc)
+        raise
 
 
 def run(config: AppConfig) -> int:
