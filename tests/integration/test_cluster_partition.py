@@ -43,6 +43,9 @@ from tests.integration.netns import Host, Network
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 ROUND_LINES = 20
+BATCH_SECONDS = 4
+# A progress line's processing time (streaming_app.common.metrics_recorder.progress_line).
+PROCESSING = re.compile(r"\bprocessing=(\d+\.\d+)s")
 RATE = 10  # lines a second within a round
 
 
@@ -211,7 +214,8 @@ def start_scene(
         dirs, bootstrap, rounds.topic, "--allow-local-checkpoint", "--stop-timeout", "120",
         # Seven JVMs share two cores here: with 4 s batches the app catches up on what
         # queued during an outage within a minute, also beside other tests.
-        "--batch-interval", "4", "--checkpoint-interval", "8", "--snapshot-interval", "20",
+        "--batch-interval", str(BATCH_SECONDS), "--checkpoint-interval", str(2 * BATCH_SECONDS),
+        "--snapshot-interval", str(5 * BATCH_SECONDS),
     )  # fmt: skip
     app = SubmittedApp(submit_args, run_args, tmp_path, "submit", on=hosts["driver"])
     return Scene(network, hosts, cluster, app, rounds, Counted(dirs["output"]))
@@ -259,11 +263,15 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
             # 2. wa, the one worker left, cut while a task runs on it, then healed.
             scene.steady()
             wait_until("a task running on wa", partial(cluster.running_tasks, "wa"), 120, 0.02)
+            before = progress_lines(app)
             cut, healed = scene.cut_and_heal("wa", faults.worker_cut)
             early = scene.counted.growth_after(cut)
             if early is not None and early < healed - cut:
                 scene.figures["wa: cut -> new records (before the heal)"] = early
             scene.recovered("wa: heal -> new records", healed)
+            # The batch in flight (or the next one, had it just ended) waited out the cut.
+            longest = max(map(float, PROCESSING.findall(app.log())[before:]), default=0.0)
+            assert longest >= faults.worker_cut - BATCH_SECONDS, longest
 
             # 3. The driver cut, then healed.
             scene.steady()
