@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.errors import OutputError
 from streaming_app.sinks.files_layout import read_totals
 from tests.integration.cluster_helpers import SubmittedApp
 from tests.integration.cluster_hosts import HostCluster
@@ -88,10 +89,11 @@ class Counted(EveryPause):
         self.samples: list[tuple[float, int]] = []
 
     def step(self) -> list[str]:
-        if self.output_dir.exists():
-            self.samples.append(
-                (time.monotonic(), sum(read_totals(str(self.output_dir))[1].values()))
-            )
+        try:
+            totals = read_totals(str(self.output_dir))[1]
+        except OutputError:  # not there yet, or pruned while read again and again
+            return []
+        self.samples.append((time.monotonic(), sum(totals.values())))
         return []
 
     def growth_after(self, moment: float) -> float | None:
