@@ -19,6 +19,7 @@ import pyspark
 
 from streaming_app.tools.processes import stop_group
 from tests.integration.harness import App, free_port
+from tests.integration.netns import Host
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -160,10 +161,17 @@ class Cluster:
             stop_group(proc, grace=15)
 
 
-def script_env() -> dict[str, str]:
-    """Environment for scripts/submit.sh: this virtualenv, loopback Spark, no stray settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
-    env.update(STREAMING_APP_VENV=sys.prefix, SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+def script_env(loopback: bool = True) -> dict[str, str]:
+    """Environment for scripts/submit.sh: this virtualenv, no stray settings, and Spark on
+    loopback (`loopback`) or left to find its address as on a host of its own."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("STREAMING_APP_") and k != "SPARK_LOCAL_IP"
+    }
+    env.update(STREAMING_APP_VENV=sys.prefix, PYTHONUNBUFFERED="1")
+    if loopback:
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
     return env
 
 
@@ -175,17 +183,24 @@ class SubmittedApp(App):
     """
 
     def __init__(
-        self, submit_args: list[str], run_args: list[str], workdir: Path, name: str
+        self,
+        submit_args: list[str],
+        run_args: list[str],
+        workdir: Path,
+        name: str,
+        on: Host | None = None,
     ) -> None:
         self.log_path = self.out_path = workdir / f"{name}.log"
         # One file: spark-submit passes the Python driver's stderr on as its own stdout.
         self._log = self._out = open(self.log_path, "wb")  # noqa: SIM115 (closed in wait/kill)
+        command = [str(ROOT / "scripts" / "submit.sh"), *submit_args, "--", *run_args]
         self.proc = subprocess.Popen(
-            [str(ROOT / "scripts" / "submit.sh"), *submit_args, "--", *run_args],
+            # On a host (`ip netns exec`, which execs): no SPARK_LOCAL_IP, as a user's shell.
+            on.command(command) if on is not None else command,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=script_env(),
+            env=script_env(loopback=on is None),
             start_new_session=True,
         )
 

@@ -11,42 +11,19 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streaming_app.tools.dev_broker import tansu_binary
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic
-from tests.integration.netns import Host, Network
+from tests.integration.kafka_host import PORT, produce_command, start_broker
+from tests.integration.netns import Network
 
 pytestmark = pytest.mark.timeout(300)
-PORT = 9092  # the broker host's own network
-
-
-def start_broker(host: Host, log: Path) -> str:
-    """tansu on `host`, listening on and advertising its address; its bootstrap address."""
-    url = f"tcp://{host.address}:{PORT}"
-    with open(log, "wb") as out:
-        host.popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=out, env={"RUST_LOG": "warn"},
-        )  # fmt: skip
-    return f"{host.address}:{PORT}"
-
-
-def produce_command(bootstrap: str, topic: str, lines: Path, rate: float) -> list[str]:
-    """`streaming-app produce` of a file's lines (each partition's last one alone)."""
-    return [
-        sys.executable, "-m", "streaming_app", "produce", "--topic", topic,
-        "--bootstrap-servers", bootstrap, "--file", str(lines), "--rate", str(rate),
-        "--partitions", "2",
-    ]  # fmt: skip
 
 
 def test_the_apps_link_cut_for_45_s_while_records_arrive(

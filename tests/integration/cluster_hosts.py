@@ -1,0 +1,133 @@
+"""A Spark standalone cluster on namespace hosts: the master on one, each worker on its own.
+
+Each daemon binds and advertises its host's address (`--host`), with no SPARK_LOCAL_IP, as
+on machines of their own. The root namespace has no route to the hosts, so the master's
+JSON is fetched on the master's host; the workers' directories (executors' logs, an
+application's files) are read through the shared file system.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.integration.cluster_helpers import SPARK_HOME, Cluster, tail
+from tests.integration.netns import Host
+
+MASTER_PORT = 7077
+MASTER_UI_PORT = 8080
+WORKER_PORT = 7078
+WORKER_UI_PORT = 8081
+# Run on a host: print the JSON at argv[1] (no proxy: the address is the test's own).
+_FETCH = """
+import sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+with opener.open(sys.argv[1], timeout=10) as response:
+    sys.stdout.write(response.read().decode())
+"""
+_RUNNING = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
+_FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
+
+
+class HostCluster(Cluster):
+    """A master on `master` and one worker (2 cores, 1 GiB) on each host of `workers`."""
+
+    def __init__(
+        self, workdir: Path, master: Host, workers: Sequence[Host], master_opts: str = ""
+    ) -> None:
+        super().__init__(workdir)
+        self.master_host = master
+        self.workers = {host.name: host for host in workers}
+        self.env.pop("SPARK_LOCAL_IP")
+        self.env["SPARK_MASTER_OPTS"] += f" {master_opts}".rstrip()
+
+    def worker_dir(self, name: str) -> Path:
+        """The work directory of a worker: its executors' app-*/<id>/stderr."""
+        return self.work_dir / name
+
+    def _spark_class(self, name: str, log_path: Path, *args: str) -> subprocess.Popen[bytes]:
+        host = self.master_host if name == "master" else self.workers[name]
+        with open(log_path, "wb") as log:
+            # The network kills its group at the end, whatever the test did.
+            proc: subprocess.Popen[bytes] = host.popen(
+                [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the master, then the workers; return once every worker is ALIVE."""
+        deadline = time.monotonic() + timeout
+        address = self.master_host.address
+        self._spark_class(
+            "master",
+            self.master_log,
+            "org.apache.spark.deploy.master.Master",
+            "--host", address,
+            "--port", str(MASTER_PORT),
+            "--webui-port", str(MASTER_UI_PORT),
+        )  # fmt: skip
+        self.master_url = self._wait_log(
+            self.master_log, r"Starting Spark master at (spark://\S+)", deadline
+        )
+        self.master_ui = int(self._wait_log(self.master_log, r"'MasterUI' on port (\d+)", deadline))
+        for name, host in self.workers.items():
+            self.worker_dir(name).mkdir(parents=True, exist_ok=True)
+            self._spark_class(
+                name,
+                self.workdir / f"{name}.log",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host", host.address,
+                "--port", str(WORKER_PORT),
+                "--webui-port", str(WORKER_UI_PORT),
+                "--cores", "2",
+                "--memory", "1g",
+                "--work-dir", str(self.worker_dir(name)),
+                self.master_url,
+            )  # fmt: skip
+        while len(self.alive_workers()) < len(self.workers):
+            self._check_alive(deadline, "not every worker ALIVE on the master")
+            time.sleep(0.5)
+
+    def master_json(self) -> Any:
+        """The master web UI's JSON (workers, activeapps, completedapps), from its host."""
+        url = f"http://{self.master_host.address}:{self.master_ui}/json/"
+        done = self.master_host.run([sys.executable, "-c", _FETCH, url], timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def alive_workers(self) -> set[str]:
+        """The addresses of the workers the master counts ALIVE."""
+        return {w["host"] for w in self.master_json()["workers"] if w["state"] == "ALIVE"}
+
+    def executor_logs(self, name: str) -> str:
+        """Everything the executors on worker `name` logged (stderr), one after the other."""
+        paths = sorted(self.worker_dir(name).glob("app-*/*/stderr"))
+        return "".join(path.read_text("utf-8", errors="replace") for path in paths)
+
+    def ran_a_task(self, name: str) -> bool:
+        """Whether an executor on worker `name` has finished a task."""
+        return "Finished task" in self.executor_logs(name)
+
+    def running_tasks(self, name: str) -> set[str]:
+        """The task ids an executor on worker `name` has started and not yet finished."""
+        text = self.executor_logs(name)
+        return set(_RUNNING.findall(text)) - set(_FINISHED.findall(text))
+
+    def logs(self) -> str:
+        """The tails of the master's and the workers' logs, for assertion messages."""
+        parts = [f"--- master log ({self.master_log}):\n{tail(self.master_log)}"]
+        for name in self.workers:
+            path = self.workdir / f"{name}.log"
+            parts.append(f"--- {name} log ({path}):\n{tail(path)}")
+        return "\n".join(parts)
