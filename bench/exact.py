@@ -48,6 +48,12 @@ def steady_cycle(every: int) -> Callable[[list[BatchMetrics], list[BatchMetrics]
     return figures
 
 
+def ratio(words_per_s: float, base_words: float) -> float:
+    """A rate against the baseline's, to three significant digits: a small one (a smoke
+    run's batches of a few hundred lines on a busy machine) is not rounded to 0."""
+    return float(f"{words_per_s / base_words:.3g}")
+
+
 def exact_throughput(
     workdir: Path,
     bootstrap: str,
@@ -91,8 +97,8 @@ def exact_throughput(
         rows.append({
             "batch_lines": size, "sinks": sinks, "side": label, **figures,
             "keeps_up": size_keeps_up(figures),
-            "ratio": round(figures["mean_words_per_s"] / base_words, 2),
-            "median_ratio": round(figures["words_per_s"] / base_words, 2),
+            "ratio": ratio(figures["mean_words_per_s"], base_words),
+            "median_ratio": ratio(figures["words_per_s"], base_words),
         })  # fmt: skip
     sustained = {}
     for label, _ in sides:
@@ -100,7 +106,7 @@ def exact_throughput(
         best = sustained_lines(tried)
         words = best * WORDS_PER_LINE / BATCH_S
         sustained[label] = {
-            "batch_lines": best, "words_per_s": round(words), "ratio": round(words / base_words, 2)
+            "batch_lines": best, "words_per_s": round(words), "ratio": ratio(words, base_words)
         }  # fmt: skip
     return {
         "baseline_lines": baseline_lines,
