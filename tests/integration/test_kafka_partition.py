@@ -21,27 +21,37 @@ from tests.integration.conftest import kafka_args
 from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic
 from tests.integration.kafka_host import PORT, produce_command, start_broker
-from tests.integration.netns import Network
+from tests.integration.netns import Host, Network
 
 pytestmark = pytest.mark.timeout(300)
+SUPERVISED = ["--backoff", "0.5", "--max-failures", "5", "--"]
+
+
+def hosts_and_first_records(
+    network: Network, tmp_path: Path, rng: random.Random, prefix: str
+) -> tuple[Host, Host, str, str, list[str]]:
+    """The broker, producer and app hosts, the broker started and a topic of 60 lines:
+    (producer, app host, bootstrap, topic, [the lines sent])."""
+    broker, producer, app_host = (network.add_host(n) for n in ("broker", "producer", "app"))
+    bootstrap = start_broker(broker, tmp_path / "tansu.log")
+    producer.wait_for_port(broker.address, PORT)
+    topic = fresh_topic(prefix)
+    texts = [make_text(rng, 60)]
+    (tmp_path / "first.txt").write_text(texts[0], "utf-8")
+    sent = producer.run(produce_command(bootstrap, topic, tmp_path / "first.txt", 0))
+    assert sent.returncode == 0, sent.stderr
+    return producer, app_host, bootstrap, topic, texts
 
 
 def test_the_apps_link_cut_for_45_s_while_records_arrive(
     network: Network, dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
     rng = random.Random(45)
-    broker, producer, app_host = (network.add_host(n) for n in ("broker", "producer", "app"))
-    bootstrap = start_broker(broker, tmp_path / "tansu.log")
-    producer.wait_for_port(broker.address, PORT)
-    topic = fresh_topic("cut")
-    texts = [make_text(rng, 60)]
-    (tmp_path / "first.txt").write_text(texts[0], "utf-8")
-    sent = producer.run(produce_command(bootstrap, topic, tmp_path / "first.txt", 0))
-    assert sent.returncode == 0, sent.stderr
-
-    supervised = ["--backoff", "0.5", "--max-failures", "5", "--"]
+    producer, app_host, bootstrap, topic, texts = hosts_and_first_records(
+        network, tmp_path, rng, "cut"
+    )
     supervisor = start_app(
-        *supervised, *kafka_args(dirs, bootstrap, topic), on=app_host, command="supervise"
+        *SUPERVISED, *kafka_args(dirs, bootstrap, topic), on=app_host, command="supervise"
     )
     supervisor.wait_for_log(r"Started new streaming context")
     wait_for_totals(dirs["output"], truth(texts), supervisor)
@@ -84,18 +94,11 @@ def test_a_cut_longer_than_kafka_give_up_after_ends_the_run_and_supervise_resume
     network: Network, dirs: dict[str, Path], start_app: Any, tmp_path: Path, crashes: int
 ) -> None:
     rng = random.Random(46)
-    broker, producer, app_host = (network.add_host(n) for n in ("broker", "producer", "app"))
-    bootstrap = start_broker(broker, tmp_path / "tansu.log")
-    producer.wait_for_port(broker.address, PORT)
-    topic = fresh_topic("give-up")
-    texts = [make_text(rng, 60)]
-    (tmp_path / "first.txt").write_text(texts[0], "utf-8")
-    sent = producer.run(produce_command(bootstrap, topic, tmp_path / "first.txt", 0))
-    assert sent.returncode == 0, sent.stderr
-
-    supervised = ["--backoff", "0.5", "--max-failures", "5", "--"]
+    producer, app_host, bootstrap, topic, texts = hosts_and_first_records(
+        network, tmp_path, rng, "give-up"
+    )
     supervisor = start_app(
-        *supervised,
+        *SUPERVISED,
         *kafka_args(dirs, bootstrap, topic),
         on=app_host,
         command="supervise",
