@@ -121,9 +121,20 @@ def wait_until(what: str, check: Callable[[], object], timeout: float, pause: fl
         time.sleep(pause)
 
 
+def progress(app: SubmittedApp) -> list[str]:
+    """The progress lines (one a completed batch) the app has logged so far, in order."""
+    return [line for line in app.log().splitlines() if " scheduling_delay=" in line]
+
+
 def progress_lines(app: SubmittedApp) -> int:
-    """How many progress lines (one a batch) the app has logged so far."""
-    return len(SCHEDULING_DELAY.findall(app.log()))
+    """How many progress lines the app has logged so far."""
+    return len(progress(app))
+
+
+def seconds(pattern: re.Pattern[str], line: str) -> float:
+    """A progress line's figure in seconds; 0 where Spark did not know it ("?")."""
+    found = pattern.search(line)
+    return float(found.group(1)) if found else 0.0
 
 
 def wait_caught_up(app: SubmittedApp, seen: int, timeout: float = 240) -> None:
@@ -134,7 +145,7 @@ def wait_caught_up(app: SubmittedApp, seen: int, timeout: float = 240) -> None:
     """
 
     def caught_up() -> bool:
-        delays = [float(d) for d in SCHEDULING_DELAY.findall(app.log())[seen:]]
+        delays = [seconds(SCHEDULING_DELAY, line) for line in progress(app)[seen:]]
         return len(delays) >= 3 and max(delays[-3:]) < 1
 
     wait_until("caught up", caught_up, timeout)
@@ -272,7 +283,9 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
                 scene.figures["wa: cut -> new records (before the heal)"] = early
             scene.recovered("wa: heal -> new records", healed)
             # The batch in flight (or the next one, had it just ended) waited out the cut.
-            longest = max(map(float, PROCESSING.findall(app.log())[before:]), default=0.0)
+            # Its output can be read before Spark's listener has logged its progress line.
+            wait_until("a progress line after the cut", lambda: progress_lines(app) > before, 60)
+            longest = max(seconds(PROCESSING, line) for line in progress(app)[before:])
             assert longest >= faults.worker_cut - BATCH_SECONDS, longest
 
             # 3. The driver cut, then healed.
