@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,18 @@ def hosts_and_first_records(
     return producer, app_host, bootstrap, topic, texts
 
 
+def start_producing(
+    producer: Host, tmp_path: Path, rng: random.Random, bootstrap: str, topic: str, lines: int
+) -> tuple[str, subprocess.Popen[Any]]:
+    """`lines` more lines sent from the producer host at 10 a second (in the background):
+    (their text, the producer's process)."""
+    text = make_text(rng, lines)
+    (tmp_path / "second.txt").write_text(text, "utf-8")
+    with open(tmp_path / "producer.log", "wb") as out:
+        command = produce_command(bootstrap, topic, tmp_path / "second.txt", 10)
+        return text, producer.popen(command, stdout=out, stderr=out)
+
+
 def test_the_apps_link_cut_for_45_s_while_records_arrive(
     network: Network, dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
@@ -56,11 +69,8 @@ def test_the_apps_link_cut_for_45_s_while_records_arrive(
     supervisor.wait_for_log(r"Started new streaming context")
     wait_for_totals(dirs["output"], truth(texts), supervisor)
 
-    texts.append(make_text(rng, 300))  # 30 s of records at 10 lines a second
-    (tmp_path / "second.txt").write_text(texts[1], "utf-8")
-    with open(tmp_path / "producer.log", "wb") as out:
-        command = produce_command(bootstrap, topic, tmp_path / "second.txt", 10)
-        sending = producer.popen(command, stdout=out, stderr=out)
+    text, sending = start_producing(producer, tmp_path, rng, bootstrap, topic, 300)  # 30 s
+    texts.append(text)
     time.sleep(3)
     network.cut(app_host)
     time.sleep(45)
@@ -107,11 +117,8 @@ def test_a_cut_longer_than_kafka_give_up_after_ends_the_run_and_supervise_resume
     supervisor.wait_for_log(r"Started new streaming context")
     wait_for_totals(dirs["output"], truth(texts), supervisor)
 
-    texts.append(make_text(rng, 150))  # 15 s of records at 10 lines a second
-    (tmp_path / "second.txt").write_text(texts[1], "utf-8")
-    with open(tmp_path / "producer.log", "wb") as out:
-        command = produce_command(bootstrap, topic, tmp_path / "second.txt", 10)
-        sending = producer.popen(command, stdout=out, stderr=out)
+    text, sending = start_producing(producer, tmp_path, rng, bootstrap, topic, 150)  # 15 s
+    texts.append(text)
     time.sleep(3)
     network.cut(app_host)
     cut = time.monotonic()
