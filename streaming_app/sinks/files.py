@@ -98,6 +98,12 @@ def complete_outputs(
     return found
 
 
+def base_due(settings: FilesSettings, batch_ms: int, previous_ms: int) -> bool:
+    """Whether a base is due: a multiple of base_ms in (previous_ms, batch_ms]; for batch
+    times at multiples of the batch interval (DStreams), when batch_ms is one."""
+    return previous_ms // settings.base_ms != batch_ms // settings.base_ms
+
+
 def _plan(
     fs: HadoopFs,
     settings: FilesSettings,
@@ -105,11 +111,14 @@ def _plan(
     batch_ms: int,
     previous_ms: int,
     changes_known: bool,
+    due: bool | None,
 ) -> tuple[str, str | None]:
-    """TOTALS (a base) or DELTA for this batch, and why the chain broke (None if it did not)."""
-    # A base is due when a multiple of base_ms is in (previous_ms, batch_ms]: for batch
-    # times at multiples of the batch interval (DStreams), when batch_ms is one.
-    if not changes_known or previous_ms // settings.base_ms != batch_ms // settings.base_ms:
+    """TOTALS (a base) or DELTA for this batch, and why the chain broke (None if it did not).
+
+    due: whether a base is due (None: `base_due` decides)."""
+    if due is None:
+        due = base_due(settings, batch_ms, previous_ms)
+    if not changes_known or due:
         return TOTALS, None  # the state cannot tell what changed, or a base is due
     links = [link for _, link in complete_outputs(fs, settings, names, previous_ms)]
     broken = chain_break(settings.context_id, links)
@@ -123,18 +132,21 @@ def write_chain(
     changed: Callable[[], list[tuple[str, Any]] | None] | None,
     write_base: Callable[[str], None],
     previous_ms: int | None = None,
+    due: bool | None = None,
 ) -> str:
     """Write a batch's base or delta into the output dir, atomically; returns its kind.
 
     changed: the totals the batch changed, collected (None: the state cannot tell);
     write_base: writes every total as part files and `_SUCCESS` into a directory;
-    previous_ms: the batch time of the batch before [batch_ms minus the batch interval].
+    previous_ms: the batch time of the batch before [batch_ms minus the batch interval];
+    due: whether a base is due [None: by base_ms, `base_due`]; a broken chain, or a
+    state that cannot tell what changed, makes a base all the same.
     """
     started = time.monotonic()
     out = settings.output_dir
     names = fs.list_names(out)
     previous = batch_ms - settings.batch_ms if previous_ms is None else previous_ms
-    kind, broken = _plan(fs, settings, names, batch_ms, previous, changed is not None)
+    kind, broken = _plan(fs, settings, names, batch_ms, previous, changed is not None, due)
     pairs = changed() if changed is not None and kind == DELTA else None
     kind = TOTALS if pairs is None else DELTA
     temp = _join(out, temp_name(batch_ms, kind))

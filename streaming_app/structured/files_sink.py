@@ -41,14 +41,16 @@ def write_files(
     previous_ms: int,
     changes: list[tuple[str, Any]],
     write_base: Callable[[str], None],
+    due: bool,
 ) -> str:
     """Write a micro-batch's delta (its changed totals) or base; returns its kind.
 
     write_base: writes every total after the micro-batch as part files into a directory
-    (files_base.py `base_writer`).
+    (files_base.py `base_writer`); due: whether a base is due (a chain that broke makes
+    one all the same).
     """
     kind = written_kind(fs, settings, batch_ms)
     if kind is not None:
         log.info("files sink: batch_time_ms=%d was written before the restart (%s)", batch_ms, kind)
         return kind
-    return write_chain(fs, settings, batch_ms, lambda: changes, write_base, previous_ms)
+    return write_chain(fs, settings, batch_ms, lambda: changes, write_base, previous_ms, due)

@@ -10,7 +10,9 @@ every total after a gap, and the micro-batch's progress row in one transaction
 (postgres_sink.py), the console the DStream engine's line, over the totals this
 micro-batch changed (the state is not scanned every batch); then the snapshot, when one
 is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
-after a gap need, is read once a micro-batch (totals.py `EveryTotal`). Each sink skips
+after a gap need, is read once a micro-batch (totals.py `EveryTotal`). A recovered
+query's first micro-batch leaves a base and a snapshot that fell due while the app was
+down to the micro-batch after it (`Deferred`): its output goes out sooner. Each sink skips
 on its own what it wrote before a restart. What the sources skipped or repaired is
 warned of from the query's problem accumulator (problems.py).
 """
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
-from streaming_app.sinks.files import FilesSettings
+from streaming_app.sinks.files import FilesSettings, base_due
 from streaming_app.state.buckets import rank
 from streaming_app.structured import problems
 from streaming_app.structured.files_base import base_writer
@@ -47,6 +49,33 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class Deferred:
+    """A base and a snapshot due in a recovered query's first micro-batch, left to the next.
+
+    After a restart, the first micro-batch reads what came in while the app was down; a
+    base and a snapshot are due in it whenever the pause spanned their interval, and in
+    a new JVM they cost more than the micro-batch itself. Its output goes out first; the
+    micro-batch after it writes them (a delta in between, linked as ever). Which
+    micro-batch writes them does not matter to a replay: each is of the micro-batch that
+    writes it, and a sink skips what it wrote before.
+    """
+
+    started: bool = False
+    base: bool = False
+    snapshot: bool = False
+
+    def decide(self, batch_id: int, base: bool, snapshot: bool) -> tuple[bool, bool]:
+        """(base, snapshot) to write in micro-batch `batch_id`, given which are due."""
+        first, self.started = not self.started, True
+        if first and batch_id > 0 and (base or snapshot):  # micro-batch 0 starts the chain
+            self.base, self.snapshot = base, snapshot
+            return False, False
+        base, snapshot = base or self.base, snapshot or self.snapshot
+        self.base = self.snapshot = False
+        return base, snapshot
+
+
+@dataclass
 class BatchSinks:
     """The foreachBatch function: every configured sink writes each micro-batch.
 
@@ -56,6 +85,7 @@ class BatchSinks:
     accumulator: Any = None
     _context_id: str | None = field(default=None, init=False)
     _problems: Counter[str] = field(default_factory=Counter, init=False)  # since start
+    _deferred: Deferred = field(default_factory=Deferred, init=False)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (its changed totals) to every sink, then its
@@ -87,8 +117,22 @@ class BatchSinks:
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
+        files = FilesSettings.from_config(config, context) if "files" in config.sinks else None
+        # Without the entry before (micro-batch 0), the chain starts with a base.
+        before = batch_ms - config.batch_ms if previous is None else previous
         # Known first: a files base due in the same micro-batch shares the snapshot's read.
-        snapshot = snapshot_due(config, batch_ms, previous)
+        base, snapshot = self._deferred.decide(
+            batch_id,
+            files is not None and base_due(files, batch_ms, before),
+            snapshot_due(config, batch_ms, previous),
+        )
+        if self._deferred.base or self._deferred.snapshot:
+            log.info(
+                "batch_id=%d batch_time_ms=%d: the first micro-batch after the restart; "
+                "the base and snapshot due now follow with the next one",
+                batch_id,
+                batch_ms,
+            )
 
         written = []
         for sink in config.sinks:
@@ -96,12 +140,10 @@ class BatchSinks:
                 top = sorted(changes, key=rank)[: config.top_n]
                 print_line(datetime.fromtimestamp(batch_ms / 1000), top)
             elif sink == "files":
-                settings = FilesSettings.from_config(config, context)
-                fs = HadoopFs(sc, settings.output_dir)
-                # Without the entry before (micro-batch 0), the chain starts with a base.
-                before = batch_ms - config.batch_ms if previous is None else previous
-                write_base = base_writer(fs, settings.output_dir, context, before, every, snapshot)
-                kind = write_files(fs, settings, batch_ms, before, changes, write_base)
+                assert files is not None
+                fs = HadoopFs(sc, files.output_dir)
+                write_base = base_writer(fs, files.output_dir, context, before, every, snapshot)
+                kind = write_files(fs, files, batch_ms, before, changes, write_base, base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)

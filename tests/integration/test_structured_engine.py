@@ -6,6 +6,7 @@ socket source (demos)."""
 from __future__ import annotations
 
 import random
+import re
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -83,6 +84,47 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
     # Both kinds were written (older ones are pruned: output_keep = 2).
     written = first.log() + second.log()
     assert "files: delta" in written and "files: totals" in written, written[-3000:]
+
+
+DEFERRED = (
+    r"batch_id=(\d+) batch_time_ms=\d+: the first micro-batch after the restart; "
+    r"the base and snapshot due now follow with the next one"
+)
+
+
+def test_a_restart_leaves_the_base_and_snapshot_due_to_its_second_micro_batch(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(23)
+    config = dirs["checkpoint"].parent / "every-2-s.ini"
+    config.write_text("[output]\noutput_base_interval = 2\n")
+    args = ["--engine", "structured", "--config", str(config), *files_args(dirs)]
+    args += ["--snapshot-interval", "2"]
+    texts = [make_text(rng, 20)]
+    first = start_app(*args)
+    first.wait_for_log(STARTED)
+    drop_file(dirs["input"], "first.txt", texts[-1].encode())
+    wait_for_totals(dirs["output"], truth(texts), first)
+    assert first.terminate() == 0
+
+    # Down for longer than both intervals: a base and a snapshot fall due.
+    texts.append(make_text(rng, 20))
+    drop_file(dirs["input"], "while-down.txt", texts[-1].encode())
+    second = start_app(*args)
+    batch_id = int(second.wait_for_log(DEFERRED).group(1))
+    wait_for_totals(dirs["output"], truth(texts), second)
+    written = rf"batch_id={batch_id} batch_time_ms=\d+: \d+ totals changed, files: delta"
+    assert re.search(written, second.log()), second.log()[-3000:]
+    assert not re.search(rf"wrote state snapshot batch_id={batch_id} ", second.log())
+
+    texts.append(make_text(rng, 20))
+    drop_file(dirs["input"], "after.txt", texts[-1].encode())
+    after = rf"batch_id={batch_id + 1} batch_time_ms=\d+: \d+ totals changed, files: totals"
+    second.wait_for_log(after)
+    assert re.search(rf"wrote state snapshot batch_id={batch_id + 1} ", second.log())
+    wait_for_totals(dirs["output"], truth(texts), second)
+    assert second.terminate() == 0
+    assert cli_totals(dirs["output"].parent, dirs["output"], "totals") == truth(texts)
 
 
 HEADER = "region,amount"

@@ -7,7 +7,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from streaming_app.sinks.files import FilesSettings, write_collected
+from streaming_app.sinks.files import FilesSettings, base_due, write_collected
 from streaming_app.sinks.files_layout import (
     DELTA,
     TOTALS,
@@ -34,7 +34,8 @@ class Query:
         self.totals: Counter[str] = Counter()
         self.fs = DiskFs()
 
-    def batch(self, batch_id: int, words: str) -> str:
+    def batch(self, batch_id: int, words: str, due: bool | None = None) -> str:
+        """Micro-batch `batch_id`; due: whether a base is due [None: by the times]."""
         changed = Counter(words.split())
         self.totals.update(changed)
         changes = [(word, self.totals[word]) for word in changed]
@@ -51,6 +52,7 @@ class Query:
             previous,
             changes,
             write_base,
+            base_due(self.settings, TIMES[batch_id], previous) if due is None else due,
         )
 
 
@@ -97,6 +99,28 @@ def test_an_output_lost_before_a_micro_batch_gets_a_base_of_every_total(tmp_path
     shutil.rmtree(tmp_path / totals_name(TIMES[1], DELTA))  # removed while stopped
     query.settings = FilesSettings(str(tmp_path), 2, 40_000, 1000, "query-1")  # no base due
     assert query.batch(2, WORDS[2]) == TOTALS  # the chain broke: every total, from the state
+    assert read_totals(str(tmp_path)) == (TIMES[2], dict(query.totals))
+
+
+def test_a_base_left_to_the_next_micro_batch_makes_a_delta_then_a_base(tmp_path: Path) -> None:
+    # As after a restart (sinks.py `Deferred`): micro-batch 2's base, due, goes to 3.
+    query = Query(tmp_path)
+    kinds = [query.batch(0, WORDS[0]), query.batch(1, WORDS[1])]
+    kinds.append(query.batch(2, WORDS[2], due=False))
+    assert read_totals(str(tmp_path)) == (TIMES[2], dict(query.totals))
+    kinds.append(query.batch(3, WORDS[3], due=True))
+    assert kinds == [TOTALS, DELTA, DELTA, TOTALS]
+    assert read_totals(str(tmp_path)) == (TIMES[3], dict(query.totals))
+    link = read_link(str(tmp_path / totals_name(TIMES[2], DELTA)))
+    assert link is not None and link.previous == TIMES[1]
+
+
+def test_a_broken_chain_makes_a_base_even_when_none_is_due(tmp_path: Path) -> None:
+    query = Query(tmp_path)
+    for batch_id, words in enumerate(WORDS[:2]):
+        query.batch(batch_id, words)
+    shutil.rmtree(tmp_path / totals_name(TIMES[1], DELTA))
+    assert query.batch(2, WORDS[2], due=False) == TOTALS
     assert read_totals(str(tmp_path)) == (TIMES[2], dict(query.totals))
 
 

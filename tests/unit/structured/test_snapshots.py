@@ -142,3 +142,26 @@ def test_seed_input_lines_keep_keys_and_exact_totals() -> None:
         "value": "123456789012345678.300000000001",
     }
     assert json.loads(seed_line(("a", -3))) == {"key": "a", "value": "-3"}
+
+
+def test_a_recovered_querys_first_micro_batch_leaves_its_due_base_and_snapshot_to_the_next() -> (
+    None
+):
+    from streaming_app.structured.sinks import Deferred
+
+    deferred = Deferred()  # a recovered query: its first micro-batch is 7
+    assert deferred.decide(7, base=True, snapshot=True) == (False, False)
+    assert deferred.decide(8, base=False, snapshot=False) == (True, True)
+    assert deferred.decide(9, base=False, snapshot=False) == (False, False)
+    assert deferred.decide(10, base=True, snapshot=False) == (True, False)
+
+    only_snapshot = Deferred()
+    assert only_snapshot.decide(3, base=False, snapshot=True) == (False, False)
+    assert only_snapshot.decide(4, base=False, snapshot=False) == (False, True)
+
+    nothing_due = Deferred()
+    assert nothing_due.decide(3, base=False, snapshot=False) == (False, False)
+    assert nothing_due.decide(4, base=False, snapshot=True) == (False, True)
+
+    new_query = Deferred()  # micro-batch 0 starts the chain and writes the first snapshot
+    assert new_query.decide(0, base=True, snapshot=True) == (True, True)
