@@ -50,3 +50,11 @@ ensure_venv() {
     fi
     export PATH="$VENV/bin:$PATH"
 }
+
+# ensure_jvm_archive: the driver JVM's class-data archive in the virtualenv, made once per
+# JDK and PySpark (streaming_app/common/jvm_archive.py); the JVM starts faster from it.
+# Without one, Spark starts as before: a failure is a warning.
+ensure_jvm_archive() {
+    "$VENV/bin/python" -m streaming_app.common.jvm_archive "$ROOT/conf" \
+        || true  # it says why itself; Spark starts without one
+}

@@ -14,6 +14,7 @@ esac
 require_python
 require_java
 ensure_venv test
+ensure_jvm_archive
 cd "$ROOT"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 set +e

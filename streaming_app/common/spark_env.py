@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from streaming_app.common import jvm_archive
+
 
 def repo_conf_dir() -> str | None:
     """The `conf/` directory of a source checkout (or editable install), if there is one."""
@@ -42,22 +44,28 @@ def prepare_spark_env(master: str, spark_conf_dir: str | None) -> None:
 
 
 @contextmanager
-def jvm_ignoring_sigterm() -> Iterator[None]:
-    """A JVM that PySpark launches meanwhile ignores SIGTERM: the driver alone stops it.
+def launching_jvm() -> Iterator[None]:
+    """A JVM that PySpark launches meanwhile ignores SIGTERM, and starts from the class archive.
 
-    A SIGTERM sent to the whole process group (`kill -- -PGID`, a service manager) would
-    also run the JVM's shutdown hooks, which stop the streaming context and then the
-    executors while the driver is still finishing its own graceful stop: tasks are
-    rejected or lose their Python workers, with pages of errors. PySpark keeps SIGINT
+    SIGTERM: a SIGTERM sent to the whole process group (`kill -- -PGID`, a service
+    manager) would also run the JVM's shutdown hooks, which stop the streaming context and
+    then the executors while the driver is still finishing its own graceful stop: tasks
+    are rejected or lose their Python workers, with pages of errors. PySpark keeps SIGINT
     from its JVM the same way; the JVM still ends with the driver (its stdin closes) and
-    on SIGKILL. Under spark-submit the JVM exists already and this does nothing.
+    on SIGKILL.
+
+    The class archive (jvm_archive.py), when there is one for the repository's conf/:
+    the JVM alone gets the launch options and the empty conf directory it needs; this
+    process and the ones it starts keep SPARK_CONF_DIR as it was.
+
+    Under spark-submit the JVM exists already and this does nothing.
     """
     from pyspark import java_gateway
 
     gateway: Any = java_gateway  # its Popen, which launches the JVM
     launch = gateway.Popen
 
-    def popen(*args: Any, **kwargs: Any) -> Any:
+    def popen(command: Any, *args: Any, **kwargs: Any) -> Any:
         inner = kwargs.get("preexec_fn")
 
         def preexec() -> None:  # in the child, before exec: an ignored signal stays so
@@ -66,7 +74,9 @@ def jvm_ignoring_sigterm() -> Iterator[None]:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
         kwargs["preexec_fn"] = preexec
-        return launch(*args, **kwargs)
+        if isinstance(command, list) and isinstance(kwargs.get("env"), dict):
+            command, kwargs["env"] = jvm_archive.launch(command, kwargs["env"], repo_conf_dir())
+        return launch(command, *args, **kwargs)
 
     gateway.Popen = popen
     try:

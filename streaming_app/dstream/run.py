@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from streaming_app.common.failure_text import java_summary
 from streaming_app.common.output_errors import silence_spark_log
-from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
+from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.dstream.stopping import (
     await_stop,
     drain_kafka,
@@ -66,7 +66,7 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
-        with jvm_ignoring_sigterm(), stop.through_start():
+        with launching_jvm(), stop.through_start():
             ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))
     except StreamingAppError:
         raise

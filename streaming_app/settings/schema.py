@@ -38,8 +38,11 @@ from streaming_app.settings.rules import (
 )
 
 ENV_PREFIX = "STREAMING_APP_"
-# Variables with the prefix that are not settings: they belong to scripts/.
-ENV_NOT_SETTINGS = frozenset({"STREAMING_APP_VENV", "STREAMING_APP_CONFIG"})
+# Variables with the prefix that are not settings: they belong to scripts/, or (JVM_ARCHIVE)
+# to how the JVM is launched (common/jvm_archive.py).
+ENV_NOT_SETTINGS = frozenset(
+    {"STREAMING_APP_VENV", "STREAMING_APP_CONFIG", "STREAMING_APP_JVM_ARCHIVE"}
+)
 # Settings that are credentials: never shown, never written into the checkpoint.
 SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password", "postgres_dsn"})
 _SECRET_KEY = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)

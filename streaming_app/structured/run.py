@@ -14,7 +14,7 @@ from typing import Any
 
 from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.output_errors import silence_spark_log
-from streaming_app.common.spark_env import jvm_ignoring_sigterm, prepare_spark_env
+from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
 from streaming_app.lifecycle.stopping import (
@@ -88,7 +88,7 @@ def run(config: AppConfig) -> int:
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
-        with jvm_ignoring_sigterm(), stop.through_start():
+        with launching_jvm(), stop.through_start():
             spark = build_session(config)
             attach_listener(spark, config)
             query = start_query(spark, config)

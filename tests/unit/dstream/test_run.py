@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streaming_app.common.failure_text import failure_summary
-from streaming_app.common.spark_env import jvm_ignoring_sigterm
+from streaming_app.common.spark_env import launching_jvm
 from streaming_app.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConfigError
 from streaming_app.lifecycle.checks import check_checkpoint_location, ensure_writable_dir
 from streaming_app.lifecycle.stopping import StartInterruptedError, StopRequest
@@ -139,7 +139,7 @@ def test_the_jvm_pyspark_launches_meanwhile_ignores_sigterm() -> None:
 
     launch = java_gateway.Popen
     sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
-    with jvm_ignoring_sigterm():
+    with launching_jvm():
         child = java_gateway.Popen(sleep, preexec_fn=lambda: None)
     other = subprocess.Popen(sleep)
     try:

@@ -1,0 +1,102 @@
+"""The driver JVM's class archive: when a launch uses it, and what the JVM alone gets."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from streaming_app.common import jvm_archive
+from streaming_app.common.spark_env import repo_conf_dir
+
+REPO_CONF = repo_conf_dir()
+COMMAND = ["/spark/bin/spark-submit", "--master", "local[2]", "pyspark-shell"]
+
+
+@pytest.fixture
+def archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An archive file where the app looks for one (its content does not matter here)."""
+    monkeypatch.delenv(jvm_archive.ENV, raising=False)
+    monkeypatch.setattr(jvm_archive, "archive_dir", lambda: tmp_path / "share")
+    path = tmp_path / "share" / "spark-driver-0.jsa"
+    path.parent.mkdir()
+    path.write_bytes(b"archive")
+    monkeypatch.setattr(jvm_archive, "archive_path", lambda: path)
+    return path
+
+
+def test_the_repositorys_conf_launches_from_the_archive_with_its_files_by_option(
+    archive: Path,
+) -> None:
+    assert REPO_CONF is not None
+    env = {"SPARK_CONF_DIR": REPO_CONF, "OTHER": "kept"}
+    command, jvm_env = jvm_archive.launch(COMMAND, env, REPO_CONF)
+    assert command[:3] == COMMAND[:3] and command[-1] == "pyspark-shell"
+    options = command[3:-1]
+    assert options[:2] == ["--properties-file", f"{REPO_CONF}/spark-defaults.conf"]
+    assert options[2] == "--driver-java-options"
+    java = shlex.split(options[3])
+    assert f"-XX:SharedArchiveFile={archive}" in java
+    assert f"-Dlog4j2.configurationFile=file://{REPO_CONF}/log4j2.properties" in java
+    assert "-Xlog:cds=off" in java  # a JVM that cannot use it says nothing and goes on
+    empty = Path(jvm_env["SPARK_CONF_DIR"])
+    assert empty.is_dir() and not any(empty.iterdir()) and empty != Path(REPO_CONF)
+    assert jvm_env["OTHER"] == "kept"
+    assert env == {"SPARK_CONF_DIR": REPO_CONF, "OTHER": "kept"}  # the caller's is untouched
+
+
+@pytest.mark.usefixtures("archive")
+def test_a_launch_it_does_not_suit_is_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert REPO_CONF is not None
+    own = tmp_path / "own-conf"
+    shutil.copytree(REPO_CONF, own)
+    cases = {
+        "a conf directory of the user's own": (COMMAND, {"SPARK_CONF_DIR": str(own)}, REPO_CONF),
+        "no conf directory": (COMMAND, {}, REPO_CONF),
+        "not PySpark's shell": (COMMAND[:-1], {"SPARK_CONF_DIR": REPO_CONF}, REPO_CONF),
+    }
+    for case, (command, env, repo) in cases.items():
+        assert jvm_archive.launch(command, env, repo) == (command, env), case
+    # A file the empty conf directory would lose (a user's metrics.properties, say).
+    (own / "metrics.properties").write_text("*.sink.console.class=x\n")
+    env = {"SPARK_CONF_DIR": str(own)}
+    assert jvm_archive.launch(COMMAND, env, str(own)) == (COMMAND, env)
+    (own / "metrics.properties").unlink()
+    assert jvm_archive.launch(COMMAND, env, str(own)) != (COMMAND, env)  # the control
+    monkeypatch.setenv(jvm_archive.ENV, "0")
+    assert jvm_archive.launch(COMMAND, env, str(own)) == (COMMAND, env)
+
+
+def test_no_archive_file_no_change(archive: Path) -> None:
+    assert REPO_CONF is not None
+    archive.unlink()
+    env = {"SPARK_CONF_DIR": REPO_CONF}
+    assert jvm_archive.launch(COMMAND, env, REPO_CONF) == (COMMAND, env)
+
+
+def test_the_archive_is_named_for_the_jdk_and_pyspark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jvm_archive, "archive_dir", lambda: tmp_path)
+    first = jvm_archive.archive_path()
+    assert first is not None and first.parent == tmp_path and first.suffix == ".jsa"
+    assert jvm_archive.archive_path() == first
+    other_java = tmp_path / "java"
+    other_java.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(jvm_archive, "java_binary", lambda: str(other_java))
+    assert jvm_archive.archive_path() not in (None, first)
+    monkeypatch.setattr(jvm_archive, "java_binary", lambda: None)
+    assert jvm_archive.archive_path() is None
+
+
+def test_the_command_line_wants_the_conf_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in ([], ["--force"], [str(tmp_path)], [str(REPO_CONF), "--fast"]):
+        assert jvm_archive.main(argv) == 2, argv
+        usage = "usage: python -m streaming_app.common.jvm_archive CONF_DIR"
+        assert usage in capsys.readouterr().err
