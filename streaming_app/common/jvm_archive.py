@@ -40,6 +40,7 @@ LOG4J = "log4j2.properties"
 # The JVM warns on stdout when it cannot use an archive; it then starts without it.
 QUIET = ("-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 BUILD_TIMEOUT_S = 900
+EXTRA_JAVA = "spark.driver.extraJavaOptions"
 
 
 def archive_dir() -> Path:
@@ -87,16 +88,24 @@ def uses_archive(conf_dir: str | None, repo_conf: str | None) -> bool:
     conf = Path(conf_dir)
     if any(p.name not in (SPARK_DEFAULTS, LOG4J) and p.suffix != ".ini" for p in conf.iterdir()):
         return False
+    # The launch's --driver-java-options would replace the file's own; a class path of its
+    # own does not match the archive's.
+    defaults = (conf / SPARK_DEFAULTS).read_text("utf-8", errors="replace")
+    if EXTRA_JAVA in defaults or "spark.driver.extraClassPath" in defaults:
+        return False
     path = archive_path()
     return path is not None and path.is_file()
 
 
-def submit_options(conf_dir: str, java_option: str) -> list[str]:
-    """spark-submit options that give the JVM `conf_dir`'s two files and `java_option`."""
+def submit_options(conf_dir: str, java_option: str, given_java: str = "") -> list[str]:
+    """spark-submit options that give the JVM `conf_dir`'s two files and `java_option`.
+
+    `given_java` is a spark.driver.extraJavaOptions of the user's: kept, before ours.
+    """
     conf = Path(conf_dir)
     java = [java_option, *QUIET, f"-Dlog4j2.configurationFile={(conf / LOG4J).as_uri()}"]
-    defaults = str(conf / SPARK_DEFAULTS)
-    return ["--properties-file", defaults, "--driver-java-options", shlex.join(java)]
+    options = " ".join(part for part in (given_java, shlex.join(java)) if part)
+    return ["--properties-file", str(conf / SPARK_DEFAULTS), "--driver-java-options", options]
 
 
 def launch(
@@ -111,8 +120,18 @@ def launch(
     if not command or command[-1] != "pyspark-shell" or not uses_archive(conf_dir, repo_conf):
         return command, env
     assert conf_dir is not None
-    options = submit_options(conf_dir, f"-XX:SharedArchiveFile={archive_path()}")
-    return [*command[:-1], *options, command[-1]], {
+    # --driver-java-options would replace a spark.driver.extraJavaOptions given as --conf
+    # (the app passes its SparkConf so): it takes that value along instead.
+    rest, given = [], ""
+    args = iter(command[:-1])
+    for arg in args:
+        value = next(args, "") if arg == "--conf" else None
+        if value is not None and value.startswith(f"{EXTRA_JAVA}="):
+            given = value.split("=", 1)[1]
+        else:
+            rest += [arg] if value is None else [arg, value]
+    options = submit_options(conf_dir, f"-XX:SharedArchiveFile={archive_path()}", given)
+    return [*rest, *options, command[-1]], {
         **env,
         "SPARK_CONF_DIR": str(empty_conf_dir()),
     }

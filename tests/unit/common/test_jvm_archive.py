@@ -67,6 +67,13 @@ def test_a_launch_it_does_not_suit_is_left_as_it_was(
     assert jvm_archive.launch(COMMAND, env, str(own)) == (COMMAND, env)
     (own / "metrics.properties").unlink()
     assert jvm_archive.launch(COMMAND, env, str(own)) != (COMMAND, env)  # the control
+    # Driver options or a class path in spark-defaults.conf, which the launch would lose.
+    defaults = own / "spark-defaults.conf"
+    kept = defaults.read_text()
+    for key in ("spark.driver.extraJavaOptions", "spark.driver.extraClassPath"):
+        defaults.write_text(f"{kept}{key}  -Dx=1\n")
+        assert jvm_archive.launch(COMMAND, env, str(own)) == (COMMAND, env), key
+    defaults.write_text(kept)
     monkeypatch.setenv(jvm_archive.ENV, "0")
     assert jvm_archive.launch(COMMAND, env, str(own)) == (COMMAND, env)
 
@@ -100,3 +107,15 @@ def test_the_command_line_wants_the_conf_directory(
         assert jvm_archive.main(argv) == 2, argv
         usage = "usage: python -m streaming_app.common.jvm_archive CONF_DIR"
         assert usage in capsys.readouterr().err
+
+
+def test_the_users_driver_java_options_are_kept_before_the_archives(archive: Path) -> None:
+    assert REPO_CONF is not None
+    given = ["--conf", "spark.driver.extraJavaOptions=-Dmine=1 -XX:+UseSerialGC"]
+    command = [COMMAND[0], *given, "--conf", "spark.ui.enabled=false", *COMMAND[1:]]
+    launched, _ = jvm_archive.launch(command, {"SPARK_CONF_DIR": REPO_CONF}, REPO_CONF)
+    assert not any(arg.startswith("spark.driver.extraJavaOptions") for arg in launched)
+    assert launched[1:5] == ["--conf", "spark.ui.enabled=false", "--master", "local[2]"]
+    java = shlex.split(launched[launched.index("--driver-java-options") + 1])
+    assert java[:2] == ["-Dmine=1", "-XX:+UseSerialGC"]
+    assert f"-XX:SharedArchiveFile={archive}" in java
