@@ -3,10 +3,11 @@
 Spark's driver loads and verifies over ten thousand classes from some 250 jars at every
 start. Java's class-data sharing (AppCDS, `-XX:SharedArchiveFile`) keeps them, parsed and
 verified, in one file the JVM maps instead: measured side by side on the project's 2-core
-machine, a DStream run on files reached its first batch about 1.5-2.5 s sooner, of 8-10 s
-(docs/operations.md). `python -m streaming_app.common.jvm_archive conf` writes the archive
-once per virtualenv, JDK and PySpark (`scripts/test.sh` does, in about 35 s the first time);
-a JVM that the app launches itself then starts from it (spark_env.launching_jvm).
+machine, a DStream run on files reached its first batch 1.2 s sooner (7.2 s), a structured
+one 6.3 s sooner (12.7 s) (docs/operations.md). `python -m streaming_app.common.jvm_archive
+conf` writes the archive once per virtualenv, JDK and PySpark (`scripts/test.sh` does, in
+about 35 s the first time); a JVM that the app launches itself then starts from it
+(spark_env.launching_jvm).
 
 Java keeps no class path directory that holds files in an archive, and Spark's launcher
 puts SPARK_CONF_DIR first on the driver's class path. So a JVM that uses the archive gets
