@@ -27,6 +27,7 @@ sinks), and it prints their tables with a row per side:
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,7 @@ from bench.run import FULL, SMOKE, cost_plan
 from bench.state_cost import cost_vs_state_report, million_report, state_cost
 from bench.state_size import key_topic
 from bench.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
+from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,6 +227,8 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path)
     options = parser.parse_args()
+    # Both sides start their JVMs without the class archive: a revision before it has none.
+    os.environ[ARCHIVE_ENV] = "0"
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-compare-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if options.exact or options.cost_vs_state or options.million:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker
@@ -154,7 +155,15 @@ class AppRun:
         """
         metrics = workdir / f"{name}.metrics.jsonl"
         log = workdir / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
+        # Settings come from the benchmark's arguments alone. STREAMING_APP_JVM_ARCHIVE is no
+        # setting (0: the JVM starts without the class archive); code of a revision before
+        # the archive would refuse it as an unknown setting, and starts without one anyway.
+        knows = code is None or (code / "streaming_app" / "common" / "jvm_archive.py").is_file()
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("STREAMING_APP_") or (k == ARCHIVE_ENV and knows)
+        }
         env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
         if code is not None:
             env["PYTHONPATH"] = str(code)
