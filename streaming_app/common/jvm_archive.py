@@ -24,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from streaming_app.common.java import java_binary
 
 # "0" turns the archive off for the JVMs the app launches.
 ENV = "STREAMING_APP_JVM_ARCHIVE"
@@ -56,12 +57,6 @@ def empty_conf_dir() -> Path:
     return path
 
 
-def java_binary() -> str | None:
-    """The java Spark's launcher runs: $JAVA_HOME/bin/java, else java on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    return os.path.join(home, "bin", "java") if home else shutil.which("java")
-
-
 def archive_path() -> Path | None:
     """The archive for this JDK and PySpark (whether or not it exists), None without Java."""
     java = java_binary()
@@ -79,23 +74,23 @@ def archive_path() -> Path | None:
     return archive_dir() / f"spark-driver-{key.hexdigest()[:16]}.jsa"
 
 
-def uses_archive(conf_dir: str | None, repo_conf: str | None) -> bool:
-    """Whether a JVM launched with `conf_dir` as SPARK_CONF_DIR can start from the archive.
+def usable_archive(conf_dir: str | None, repo_conf: str | None) -> Path | None:
+    """The archive a JVM launched with `conf_dir` as SPARK_CONF_DIR can start from, if any.
 
     `repo_conf` is the repository's conf/ (spark_env.repo_conf_dir), the only one it takes.
     """
     if os.environ.get(ENV, "1") == "0" or conf_dir is None or conf_dir != repo_conf:
-        return False
+        return None
     conf = Path(conf_dir)
     if any(p.name not in (SPARK_DEFAULTS, LOG4J) and p.suffix != ".ini" for p in conf.iterdir()):
-        return False
+        return None
     # The launch's --driver-java-options would replace the file's own; a class path of its
     # own does not match the archive's.
     defaults = (conf / SPARK_DEFAULTS).read_text("utf-8", errors="replace")
     if EXTRA_JAVA in defaults or "spark.driver.extraClassPath" in defaults:
-        return False
+        return None
     path = archive_path()
-    return path is not None and path.is_file()
+    return path if path is not None and path.is_file() else None
 
 
 def submit_options(conf_dir: str, java_option: str, given_java: str = "") -> list[str]:
@@ -115,12 +110,14 @@ def launch(
     """The command and environment of a JVM launch that starts from the archive.
 
     `command` is PySpark's spark-submit command, ending in `pyspark-shell`; it is returned
-    unchanged when the archive does not apply (see uses_archive).
+    unchanged when the archive does not apply (see usable_archive).
     """
     conf_dir = env.get("SPARK_CONF_DIR")
-    if not command or command[-1] != "pyspark-shell" or not uses_archive(conf_dir, repo_conf):
+    if not command or command[-1] != "pyspark-shell":
         return command, env
-    assert conf_dir is not None
+    archive = usable_archive(conf_dir, repo_conf)
+    if archive is None or conf_dir is None:
+        return command, env
     # --driver-java-options would replace a spark.driver.extraJavaOptions given as --conf
     # (the app passes its SparkConf so): it takes that value along instead.
     rest, given = [], ""
@@ -131,7 +128,7 @@ def launch(
             given = value.split("=", 1)[1]
         else:
             rest += [arg] if value is None else [arg, value]
-    options = submit_options(conf_dir, f"-XX:SharedArchiveFile={archive_path()}", given)
+    options = submit_options(conf_dir, f"-XX:SharedArchiveFile={archive}", given)
     return [*rest, *options, command[-1]], {
         **env,
         "SPARK_CONF_DIR": str(empty_conf_dir()),

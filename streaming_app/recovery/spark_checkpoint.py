@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streaming_app.common.fs import FileSystem, LocalFs, join
+from streaming_app.common.java import java_binary
 from streaming_app.errors import ConfigError, StreamingAppError
 from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 
@@ -156,13 +156,6 @@ class NoProbe:
         return FileCheck()
 
 
-def _java() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
-        return os.path.join(home, "bin", "java")
-    return shutil.which("java")
-
-
 def start_gateway() -> Any:
     """The JVM, ready to deserialize PySpark checkpoints; no SparkContext is created.
 
@@ -177,7 +170,7 @@ def start_gateway() -> Any:
     from streaming_app.common.spark_env import repo_conf_dir
 
     if SparkContext._gateway is None:
-        if _java() is None:
+        if java_binary() is None:
             raise ConfigError(
                 "Java is not installed (no java on PATH and no JAVA_HOME): reading checkpoint "
                 "files needs the JVM Spark runs on; install Java 17 or 21, or pass --no-verify"

@@ -378,8 +378,10 @@ def test_cli_inspect_rejects_what_is_not_a_checkpoint(tmp_path: Path) -> None:
 def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark import SparkContext
 
+    from streaming_app.common import java
+
     monkeypatch.setattr(SparkContext, "_gateway", None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr(spark_checkpoint.shutil, "which", lambda name: None)
+    monkeypatch.setattr(java.shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match=r"Java is not installed.*--no-verify"):
         spark_checkpoint.start_gateway()
