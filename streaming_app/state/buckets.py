@@ -72,6 +72,11 @@ def rank(pair: tuple[str, Any]) -> tuple[Any, str]:
     return -pair[1], pair[0]
 
 
+def top(pairs: Iterable[tuple[str, Any]], n: int) -> list[tuple[str, Any]]:
+    """The `n` first of `pairs` by `rank`, without sorting them all."""
+    return heapq.nsmallest(n, pairs, key=rank)
+
+
 def pack(totals: Totals) -> bytes:
     """A bucket's totals as bytes: marshal (several times faster), pickle for Decimals."""
     try:

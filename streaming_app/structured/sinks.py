@@ -30,7 +30,7 @@ from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
-from streaming_app.state.buckets import rank
+from streaming_app.state.buckets import top
 from streaming_app.structured import problems
 from streaming_app.structured.files_base import base_writer
 from streaming_app.structured.files_sink import write_files
@@ -91,19 +91,30 @@ class BatchSinks:
         """Write micro-batch `batch_id` (its changed totals) to every sink, then its
         snapshot if one is due."""
         spark = batch.sparkSession
+        started = time.monotonic()
         batch.persist()  # the micro-batch runs once, whatever the sinks read of it
-        every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch)
+        every: EveryTotal | None = None
         try:
             with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
-                self._write(batch, batch_id, every)
+                changes = collect_pairs(batch)  # the micro-batch runs here
+                keys = [key for key, _ in changes]
+                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch, keys)
+                self._write(batch, batch_id, changes, every, started)
         finally:
-            every.release()
+            if every is not None:
+                every.release()
             batch.unpersist()
 
-    def _write(self, batch: DataFrame, batch_id: int, every: EveryTotal) -> None:
+    def _write(
+        self,
+        batch: DataFrame,
+        batch_id: int,
+        changes: list[tuple[str, Any]],
+        every: EveryTotal,
+        started: float,
+    ) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
-        started = time.monotonic()
         config = self.config
         spark = batch.sparkSession
         sc = spark.sparkContext
@@ -112,7 +123,6 @@ class BatchSinks:
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
-        changes = collect_pairs(batch)
         self._warn(batch_id, batch_ms)
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
@@ -137,8 +147,8 @@ class BatchSinks:
         written = []
         for sink in config.sinks:
             if sink == "console":
-                top = sorted(changes, key=rank)[: config.top_n]
-                print_line(datetime.fromtimestamp(batch_ms / 1000), top)
+                best = top(changes, config.top_n)
+                print_line(datetime.fromtimestamp(batch_ms / 1000), best)
             elif sink == "files":
                 assert files is not None
                 fs = HadoopFs(sc, files.output_dir)

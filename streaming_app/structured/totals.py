@@ -40,17 +40,20 @@ def state_totals(spark: SparkSession, checkpoint: str, batch_id: int) -> DataFra
 
 
 def every_total(
-    spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
+    spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame, keys: DataFrame
 ) -> DataFrame:
     """Every total after micro-batch `batch_id`, whose changed totals are `changes`.
 
     Micro-batch 0 changed every total there is (a restored snapshot's come in as its
-    input); a later one's are laid over the committed totals of the one before.
+    input); a later one's are laid over the committed totals of the one before, all but
+    those of `keys` (the changed keys, a frame that does not read `changes`: a plan that
+    reads the micro-batch twice gets a new instance of it the second time, which misses
+    its cache, and Spark runs the micro-batch's state operator again).
     """
     if batch_id == 0:
         return changes
     before = state_totals(spark, checkpoint, batch_id - 1)
-    kept = before.join(changes.select(KEY), KEY, "left_anti")
+    kept = before.join(keys, KEY, "left_anti")
     return kept.unionByName(changes)
 
 
@@ -59,26 +62,41 @@ class EveryTotal:
 
     A files base, a snapshot and the postgres sink after a gap each need every total;
     `frame` reads them (every_total, on the executors) into a cached frame the first time
-    it is called, and `release` drops that cache at the micro-batch's end.
+    it is called, and `release` drops that cache at the micro-batch's end. `changes` is
+    the micro-batch (cached), `keys` its changed keys as the driver collected them.
     """
 
     def __init__(
-        self, spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        batch_id: int,
+        changes: DataFrame,
+        keys: list[str],
     ) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
         self.batch_id = batch_id
         self.changes = changes
+        self.keys = keys
         self._frame: DataFrame | None = None
 
     def frame(self) -> DataFrame:
         """Every total as a frame of (key, total), cached until `release`."""
         if self._frame is None:
-            frame = every_total(self.spark, self.checkpoint, self.batch_id, self.changes)
+            frame = every_total(
+                self.spark, self.checkpoint, self.batch_id, self.changes, self._keys()
+            )
             # One part per state partition, as the state has (the union doubles them).
             parts = max(self.changes.rdd.getNumPartitions(), 1)
             self._frame = frame.coalesce(parts).persist()
         return self._frame
+
+    def _keys(self) -> DataFrame:
+        """The changed keys as a frame of their own (a local relation, through Arrow)."""
+        import pyarrow as pa
+
+        return self.spark.createDataFrame(pa.table({KEY: pa.array(self.keys, pa.string())}))
 
     def pairs(self) -> RDD[tuple[str, Any]]:
         """Every total as exact (key, total) pairs, for a writer in Python."""

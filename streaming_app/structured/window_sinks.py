@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import write_window_pairs
-from streaming_app.state.buckets import rank
+from streaming_app.state.buckets import top
 from streaming_app.structured.state_layout import KEY, TOTAL, exact
 
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ class WindowSinks:
                     fs = HadoopFs(batch.sparkSession.sparkContext, config.output_dir)
                     write_window_pairs(fs, config.output_dir, end_ms, pairs, config.output_keep)
                 elif sink == "console":
-                    top = sorted(pairs, key=rank)[: config.top_n]
-                    print_line(datetime.fromtimestamp(end_ms / 1000), top, label="Window")
+                    best = top(pairs, config.top_n)
+                    print_line(datetime.fromtimestamp(end_ms / 1000), best, label="Window")
                 elif sink == "postgres":
                     self._postgres(end_ms, pairs)
             log.info(

@@ -219,6 +219,43 @@ def test_files_snapshot_restores_into_a_new_structured_query_and_back_into_dstre
     assert "Traceback" not in dstream.log()
 
 
+PROGRESS = re.compile(r"micro-batch progress \(Spark's\): (\{.*\})$", re.MULTILINE)
+CHANGED = r"batch_id=(\d+) batch_time_ms=\d+: (\d+) totals changed"
+
+
+def test_a_snapshot_does_not_run_its_micro_batch_again(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    """A micro-batch that reads every total (a snapshot, after micro-batch 0) reads its
+    cached changes, and Spark's state operator updates each changed key once: the
+    progress Spark reports (logged at debug level) counts as many updated rows as the
+    micro-batch changed totals. (Read twice in one plan, the micro-batch ran its state
+    operator a second time, and the count doubled.)"""
+    from tests.integration.harness import drop_file, make_text
+    from tests.integration.test_structured_engine import structured_args
+
+    rng = random.Random(47)
+    texts = []
+    app = start_app(*structured_args(dirs, "--snapshot-interval", "1", "--log-level", "debug"))
+    app.wait_for_log(r"Started new query")
+    for number in range(3):  # a micro-batch each, a snapshot each (1 s apart at least)
+        texts.append(make_text(rng, 20))
+        drop_file(dirs["input"], f"f{number}.txt", texts[-1].encode())
+        wait_for_snapshots(app, number + 1)
+    wait_for_totals(dirs["output"], truth(texts), app)
+    assert app.terminate() == 0
+    log = app.log()
+    changed = {int(b): int(n) for b, n in re.findall(CHANGED, log)}
+    updated = {
+        progress["batchId"]: progress["stateOperators"][0]["numRowsUpdated"]
+        for progress in map(json.loads, PROGRESS.findall(log))
+        if progress["numInputRows"]
+    }
+    read = {int(b) for b in re.findall(SNAPSHOT, log)} - {0}  # 0 reads no state
+    assert len(read) >= 2, log[-3000:]
+    assert {b: updated[b] for b in read} == {b: changed[b] for b in read}
+
+
 def test_a_restored_query_puts_the_seed_into_a_new_postgres_table(
     dirs: dict[str, Path], start_app: Any, pg_dsn: str, pg_schema: str, tmp_path: Path
 ) -> None:

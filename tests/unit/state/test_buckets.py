@@ -28,6 +28,7 @@ from streaming_app.state.buckets import (
     new_bucket,
     pack,
     rank,
+    top,
     top_of,
     unpack,
 )
@@ -260,3 +261,12 @@ def test_the_inlined_word_count_update_gives_what_update_count_gives() -> None:
             slow.total,
         )
         state = fast
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 50])
+def test_top_is_the_first_n_by_rank_ties_by_key(n: int) -> None:
+    rng = random.Random(n)
+    pairs = [(f"k{rng.randrange(40)}", rng.choice([1, 2, 2, 3, Decimal("2.5")])) for _ in range(30)]
+    pairs = list(dict(pairs).items())
+    assert top(pairs, n) == sorted(pairs, key=rank)[:n]
+    assert top(iter(pairs), n) == sorted(pairs, key=rank)[:n]
