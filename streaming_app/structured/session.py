@@ -19,18 +19,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Spark's default provider keeps the state in the JVM's memory: its updates cost a third of
-# RocksDB's here (67,000 keys a micro-batch: 0.4-0.6 s against 1.2-1.7 s). For a state
-# that outgrows the heap, --spark-conf spark.sql.streaming.stateStore.providerClass=
-# org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider (docs).
-HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+# RocksDB, with changelog checkpointing: a micro-batch's commit writes only its changes
+# (the store's files are uploaded in the background). Side by side on two cores, it cost
+# what Spark's default in-memory store costs at 100,000 keys (20,000-line micro-batches,
+# and a restart), and a fifth less at a million keys, with less JVM heap (docs).
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def session_conf(config: AppConfig) -> dict[str, str]:
     """Spark settings of the session: ours, then the user's --spark-conf (which win)."""
     conf = {
-        "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        CHANGELOG: "true",
         # Python workers get Arrow batches of lines; keep a partition's batches small.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
         # The stage progress bar would mix with the log lines and the console sink.
