@@ -154,6 +154,10 @@ gateway = launch_gateway()
 sc = SparkContext(gateway=gateway)
 spark = SparkSession(sc)
 spark.conf.set("spark.sql.shuffle.partitions", "2")
+# The structured engine's state store (structured/session.py): its classes too.
+spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+               "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
 
 def pairs(batches):
     import pyarrow as pa
@@ -256,7 +260,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     try:
-        build(paths[0], force="--force" in argv)
+        build(str(Path(paths[0]).resolve()), force="--force" in argv)  # `conf` works too
     except RuntimeError as exc:
         print(f"warning: {exc}; Spark starts without one", file=sys.stderr)
         return 1

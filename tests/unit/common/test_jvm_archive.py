@@ -109,6 +109,18 @@ def test_the_command_line_wants_the_conf_directory(
         assert usage in capsys.readouterr().err
 
 
+def test_the_command_line_takes_a_relative_conf_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`python -m streaming_app.common.jvm_archive conf`, as docs/operations.md has it,
+    from the repository's root: the build gets the absolute path (a file URI needs one)."""
+    built = []
+    monkeypatch.setattr(jvm_archive, "build", lambda conf, force: built.append((conf, force)))
+    monkeypatch.chdir(Path(REPO_CONF).parent)
+    assert jvm_archive.main(["conf", "--force"]) == 0
+    assert built == [(str(Path(REPO_CONF).resolve()), True)]
+
+
 def test_the_users_driver_java_options_are_kept_before_the_archives(archive: Path) -> None:
     assert REPO_CONF is not None
     given = ["--conf", "spark.driver.extraJavaOptions=-Dmine=1 -XX:+UseSerialGC"]
