@@ -97,8 +97,7 @@ class BatchSinks:
         try:
             with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
                 changes = collect_pairs(batch)  # the micro-batch runs here
-                keys = [key for key, _ in changes]
-                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch, keys)
+                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch, changes)
                 self._write(batch, batch_id, changes, every, started)
         finally:
             if every is not None:

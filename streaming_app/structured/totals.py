@@ -2,8 +2,8 @@
 
 Driver side; Spark runs it all on the executors. `running_totals` sums the pairs per key
 (`groupBy(key).agg(sum(value))`, "update" output mode: each micro-batch outputs the totals
-it changed). The JVM keeps the totals in the state store (in its memory by default), so a
-micro-batch costs what its input costs and Python only reads, tokenizes and pre-aggregates.
+it changed). The JVM keeps the totals in the state store (RocksDB by default, session.py),
+so a micro-batch costs what its input costs and Python only reads, tokenizes and pre-aggregates.
 `state_totals` reads a committed micro-batch's totals with Spark's state data source
 (`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
 over the totals of the micro-batch before: every total after it, never collected, and
@@ -15,6 +15,7 @@ exact pairs: a base or a snapshot of every total never passes through Python.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.structured.state_layout import KEY, SUM_FIELD, TOTAL, VALUE, exact
@@ -40,20 +41,24 @@ def state_totals(spark: SparkSession, checkpoint: str, batch_id: int) -> DataFra
 
 
 def every_total(
-    spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame, keys: DataFrame
+    spark: SparkSession,
+    checkpoint: str,
+    batch_id: int,
+    changes: DataFrame,
+    keys: Callable[[], DataFrame],
 ) -> DataFrame:
     """Every total after micro-batch `batch_id`, whose changed totals are `changes`.
 
     Micro-batch 0 changed every total there is (a restored snapshot's come in as its
     input); a later one's are laid over the committed totals of the one before, all but
-    those of `keys` (the changed keys, a frame that does not read `changes`: a plan that
+    those of `keys()` (the changed keys, a frame that does not read `changes`: a plan that
     reads the micro-batch twice gets a new instance of it the second time, which misses
     its cache, and Spark runs the micro-batch's state operator again).
     """
     if batch_id == 0:
         return changes
     before = state_totals(spark, checkpoint, batch_id - 1)
-    kept = before.join(keys, KEY, "left_anti")
+    kept = before.join(keys(), KEY, "left_anti")
     return kept.unionByName(changes)
 
 
@@ -63,7 +68,7 @@ class EveryTotal:
     A files base, a snapshot and the postgres sink after a gap each need every total;
     `frame` reads them (every_total, on the executors) into a cached frame the first time
     it is called, and `release` drops that cache at the micro-batch's end. `changes` is
-    the micro-batch (cached), `keys` its changed keys as the driver collected them.
+    the micro-batch (cached), `pairs` its changed totals as the driver collected them.
     """
 
     def __init__(
@@ -72,20 +77,20 @@ class EveryTotal:
         checkpoint: str,
         batch_id: int,
         changes: DataFrame,
-        keys: list[str],
+        pairs: list[tuple[str, Any]],
     ) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
         self.batch_id = batch_id
         self.changes = changes
-        self.keys = keys
+        self.changed = pairs
         self._frame: DataFrame | None = None
 
     def frame(self) -> DataFrame:
         """Every total as a frame of (key, total), cached until `release`."""
         if self._frame is None:
             frame = every_total(
-                self.spark, self.checkpoint, self.batch_id, self.changes, self._keys()
+                self.spark, self.checkpoint, self.batch_id, self.changes, self._keys
             )
             # One part per state partition, as the state has (the union doubles them).
             parts = max(self.changes.rdd.getNumPartitions(), 1)
@@ -96,7 +101,8 @@ class EveryTotal:
         """The changed keys as a frame of their own (a local relation, through Arrow)."""
         import pyarrow as pa
 
-        return self.spark.createDataFrame(pa.table({KEY: pa.array(self.keys, pa.string())}))
+        keys = pa.array([key for key, _ in self.changed], pa.string())
+        return self.spark.createDataFrame(pa.table({KEY: keys}))
 
     def pairs(self) -> RDD[tuple[str, Any]]:
         """Every total as exact (key, total) pairs, for a writer in Python."""
