@@ -128,8 +128,8 @@ def top_of(
             candidates.update((k, v) for k, v in changed.items() if v >= least)
         else:
             candidates.update(changed)
-        return heapq.nsmallest(top_n, candidates.items(), key=rank)
-    return heapq.nsmallest(top_n, totals.items(), key=rank)
+        return top(candidates.items(), top_n)
+    return top(totals.items(), top_n)
 
 
 def _add_all(update: Callable[[Any, Any], Any], values: Iterable[Any], total: Any) -> Any:

@@ -12,14 +12,13 @@ one state record per key (state_buckets = 0) the state does not know what change
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from streaming_app.state.buckets import bucket_items, rank
+from streaming_app.state.buckets import bucket_items, rank, top
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -96,11 +95,11 @@ class StateView:
         changed: list[tuple[str, Any]] | None = [] if self.changes else None
         tops: list[tuple[str, Any]] = []
         keys, total = 0, None
-        for part_changed, top, part_keys, part_total in parts:
+        for part_changed, part_top, part_keys, part_total in parts:
             if part_changed and changed is not None:
                 changed.extend(part_changed.items())
-            if top:
-                tops.extend(top)
+            if part_top:
+                tops.extend(part_top)
             keys += part_keys
             if part_total is not None:
                 total = part_total if total is None else self.add(total, part_total)
@@ -119,7 +118,7 @@ class StateView:
         tops = self.digest(rdd).tops
         if not tops and self.digest(rdd).keys:  # the state kept no tops (no console)
             return self.totals(rdd).takeOrdered(n, key=rank)
-        return heapq.nsmallest(n, tops, key=rank)
+        return top(tops, n)
 
     def figures(self, rdd: RDD[Any]) -> tuple[int, Any]:
         """How many keys the state holds and the sum of their totals (0, 0 when empty)."""
