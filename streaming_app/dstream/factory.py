@@ -18,6 +18,7 @@ from streaming_app.jobs.counting import (
     update_function,
     values_only,
 )
+from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
 from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
 from streaming_app.recovery.restore import Seed, seed_state, seeded_config
 from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
@@ -39,23 +40,16 @@ ESSENTIAL_SPARK_CONF = {
     "spark.streaming.driver.writeAheadLog.allowBatching": "false",
 }
 
-DAEMON_MODULE = "spark.python.daemon.module"
-
 
 def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
-    """Python workers fork from the app's preloaded daemon on a local master.
+    """Python workers fork from the app's preloaded daemon on a local master (daemon_module).
 
-    On a cluster Spark's own daemon stays: executors may have the app only in the
-    --py-files zip, which a worker adds to its path but a daemon could not import.
     Set on the live conf at every start (a checkpoint would keep a stale choice);
     `--spark-conf spark.python.daemon.module=...` overrides it.
     """
     if any(key == DAEMON_MODULE for key, _ in config.spark_conf):
         return
-    local = str(sc.master).startswith("local")
-    sc._conf.set(
-        DAEMON_MODULE, "streaming_app.dstream.worker_daemon" if local else "pyspark.daemon"
-    )
+    sc._conf.set(DAEMON_MODULE, daemon_module(str(sc.master)))
 
 
 def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tuple[Any, Any]:

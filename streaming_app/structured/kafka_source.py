@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from streaming_app.common.log_format import ensure_worker_logging
 from streaming_app.common.retry import describe_error, with_retries
+from streaming_app.lifecycle.worker_daemon import freeze_once
 from streaming_app.sources.kafka.client import Broker
 from streaming_app.sources.kafka.offsets import BrokerOffsets, OffsetRange
 from streaming_app.sources.kafka.reader import read_range
@@ -157,6 +158,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         read counts worth a warning (problems.py) in the `problems` column of one more row."""
         import pyarrow as pa
 
+        freeze_once()  # what this worker imported since its fork, Arrow above among them
         assert isinstance(partition, KafkaPartition)
         offset_range = partition.offset_range
         counts = _Counts()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.jobs.counting import csv_spec
 from streaming_app.jobs.keyed import CsvSpec, parse_sums
 from streaming_app.jobs.text import count_words
+from streaming_app.lifecycle.worker_daemon import freeze_once
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured import problems as problem_counts
 from streaming_app.structured.state_layout import KEY, PRECISION, VALUE, fits, value_type
@@ -78,6 +79,7 @@ def to_pairs(
     partition's lines were read."""
     import pyarrow as pa
 
+    freeze_once()  # what this worker imported since its fork, Arrow above among them
     arrow_type = pa.decimal128(PRECISION, scale) if job == "keyed-sum" else pa.int64()
 
     def batch(keys: list[str], values: list[Any]) -> Any:

@@ -72,7 +72,8 @@ def run(config: AppConfig) -> int:
     check_supported(config)
     check_paths(config)
     prepare_spark_env(config.master, config.spark_conf_dir)
-    check_checkpoint_location(config, *effective_master(config))
+    master, default_fs = effective_master(config)
+    check_checkpoint_location(config, master, default_fs)
 
     from streaming_app.structured.listener import attach_listener
     from streaming_app.structured.query import start_query
@@ -89,7 +90,7 @@ def run(config: AppConfig) -> int:
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
         with launching_jvm(), stop.through_start():
-            spark = build_session(config)
+            spark = build_session(config, master)
             attach_listener(spark, config)
             query = start_query(spark, config)
             queries = [query]

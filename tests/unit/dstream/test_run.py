@@ -251,8 +251,8 @@ class _FakeSc:
 @pytest.mark.parametrize(
     ("master", "daemon"),
     [
-        ("local[2]", "streaming_app.dstream.worker_daemon"),
-        ("local", "streaming_app.dstream.worker_daemon"),
+        ("local[2]", "streaming_app.lifecycle.worker_daemon"),
+        ("local", "streaming_app.lifecycle.worker_daemon"),
         # Executors may have the app only in the --py-files zip: Spark's own daemon.
         ("spark://127.0.0.1:7077", "pyspark.daemon"),
         ("yarn", "pyspark.daemon"),
@@ -261,7 +261,8 @@ class _FakeSc:
 def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
     master: str, daemon: str
 ) -> None:
-    from streaming_app.dstream.factory import DAEMON_MODULE, choose_worker_daemon
+    from streaming_app.dstream.factory import choose_worker_daemon
+    from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE
 
     sc = _FakeSc(master)
     choose_worker_daemon(sc, load_config(cli={"checkpoint_dir": "c"}))  # type: ignore[arg-type]
