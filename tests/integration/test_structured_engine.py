@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from bench.harness import session_processes
+from streaming_app.lifecycle.worker_daemon import PRELOADED
 from tests.integration.conftest import common_args, files_args
 from tests.integration.harness import (
     LineServer,
@@ -55,6 +57,9 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
         drop_file(dirs["input"], f"a{i}.txt", texts[-1].encode())
         time.sleep(0.7)  # spread over micro-batches: deltas and bases
     wait_for_totals(dirs["output"], truth(texts), first)
+    # The Python workers fork from the app's preloaded daemon (a local master).
+    commands = session_processes(first.proc.pid).values()
+    assert any(f"-m {PRELOADED} " in command for command in commands), list(commands)
 
     # Kill -9 the driver and its JVM while a micro-batch is (likely) in flight.
     texts.append(make_text(rng, 30))
