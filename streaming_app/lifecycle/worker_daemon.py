@@ -4,8 +4,8 @@ Both engines have Spark start it on a local master (`spark.python.daemon.module`
 `daemon_module`): `python -m streaming_app.lifecycle.worker_daemon pyspark.worker`.
 Two costs of the stock daemon go away:
 
-- Every worker imported kafka-python and the app's modules again after its fork; here
-  the daemon imports them once and each fork inherits them.
+- Every worker imported PySpark's worker module and kafka-python again after its fork;
+  here the daemon imports them once and each fork inherits them.
 - A reused worker runs `gc.collect()` after every task, and each collection walked
   every object those imports created (about 30 ms a task). `gc.freeze()` moves them
   out of the collector's reach, so a collection walks only what the task left.
