@@ -6,7 +6,10 @@ cut reaches. A COMMIT is held in flight deterministically: with
 `synchronous_standby_names = '*'` and no standby, the server writes the commit and then
 waits for a standby's ack that never comes; other sessions do not see it yet. The link is
 cut while it waits, so the app cannot know whether the batch committed; the setting is
-then cleared (the server finishes the commit) and the link healed.
+then cleared (the server finishes the commit) and the link healed. A COMMIT that never
+commits is held before the server writes it: a deferred constraint trigger on the progress
+table, which runs inside the COMMIT, waits for an advisory lock the test holds; the server
+then ends the app's session while the link is cut, which rolls the batch back.
 """
 
 from __future__ import annotations
@@ -90,9 +93,59 @@ def app_waits(server: PgHost, condition: str) -> bool:
         return bool(row and row[0])
 
 
-# The app's COMMIT waits for a standby's ack; the app's next attempt waits for a lock.
+# The app's COMMIT waits for a standby's ack, or in the trigger for the test's advisory
+# lock; the app's next attempt waits for the progress row's lock.
 SYNC_REP = "wait_event = 'SyncRep'"
+ADVISORY = "wait_event = 'advisory'"
 LOCK = "wait_event_type = 'Lock'"
+
+
+class StandbyHold:
+    """Holds the app's COMMITs after the server has written them: it waits for a standby."""
+
+    waiting = SYNC_REP
+
+    def __init__(self, server: PgHost) -> None:
+        self.server = server
+
+    def hold(self) -> None:
+        self.server.set_config("synchronous_standby_names", "*")
+
+    def release(self) -> None:
+        self.server.set_config("synchronous_standby_names", None)
+
+
+HOLD_KEY = 30
+HOLD_IN_COMMIT = f"""
+CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_lock_shared({HOLD_KEY});
+  PERFORM pg_advisory_unlock_shared({HOLD_KEY});
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT OR UPDATE ON {TABLE}_progress
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit();
+"""
+
+
+class TriggerHold:
+    """Holds the app's COMMITs before the server has written them: the progress table's
+    deferred trigger, which runs inside each COMMIT, waits while the test holds its lock."""
+
+    waiting = ADVISORY
+
+    def __init__(self, server: PgHost) -> None:
+        self.conn = psycopg.connect(server.local_dsn, autocommit=True)
+        self.conn.execute(HOLD_IN_COMMIT)
+
+    def hold(self) -> None:
+        self.conn.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
+
+    def release(self) -> None:
+        self.conn.execute("SELECT pg_advisory_unlock(%s)", [HOLD_KEY])
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def in_doubt_lines(output: str) -> list[str]:
@@ -172,7 +225,9 @@ def scene(
         yield Scene(network, app_host, db_host, server, dirs, tmp_path, start_app)
 
 
-def hold_the_commit_of_a_file(server: PgHost, words: Input, tries: int = 3) -> int:
+def hold_the_commit_of_a_file(
+    server: PgHost, words: Input, hold: StandbyHold | TriggerHold, tries: int = 3
+) -> int:
     """Add a file and hold its batch's COMMIT in flight; that batch's time.
 
     Once the batch before it has committed, every commit is held from then on. On a busy
@@ -183,12 +238,22 @@ def hold_the_commit_of_a_file(server: PgHost, words: Input, tries: int = 3) -> i
         batch = words.add_for_next_batch(f"2-{attempt}.txt")
         reached = partial(progress_reached, server, batch - 1000)
         wait_until("commit of the batch before", reached)
-        server.set_config("synchronous_standby_names", "*")
-        wait_until("a COMMIT waiting for a standby", lambda: app_waits(server, SYNC_REP), 30)
+        hold.hold()
+        wait_until("a COMMIT held", lambda: app_waits(server, hold.waiting), 30)
         if progress_ms(server) == batch - 1000:
             return batch
-        server.set_config("synchronous_standby_names", None)
+        hold.release()
     raise AssertionError(f"every one of {tries} files was committed before the hold")
+
+
+def in_doubt_line(output: str, batch: int, server: str, outcome: str) -> None:
+    """Assert the output has the one in-doubt warning, naming the batch, server and outcome."""
+    lines = in_doubt_lines(output)
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        f"batch_time_ms={batch}: the connection to PostgreSQL at {server}:5432 "
+        f"(table {TABLE}) broke during its COMMIT; the progress row shows {outcome}"
+    ), lines
 
 
 @pytest.mark.parametrize("heal_first", [False, True], ids=["commit-then-heal", "heal-then-commit"])
@@ -199,7 +264,8 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     words = scene.start(30)
     app = scene.app
 
-    batch = hold_the_commit_of_a_file(server, words)
+    hold = StandbyHold(server)
+    batch = hold_the_commit_of_a_file(server, words, hold)
     network.cut(db_host)
     cut = time.monotonic()
     app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
@@ -208,20 +274,45 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
         network.heal(db_host)
         wait_until("the retry waiting for the row's lock", lambda: app_waits(server, LOCK))
         assert progress_ms(server) == batch - 1000
-    server.set_config("synchronous_standby_names", None)  # the server finishes the commit
+    hold.release()  # the server finishes the commit
     wait_until("the held commit", lambda: progress_ms(server) >= batch, timeout=30)
     recovery = scene.heal(words, then="3.txt")
     assert app.terminate() == 0
     output = output_without_traces(app)
-    lines = in_doubt_lines(output)
-    assert len(lines) == 1, lines  # one warning, naming the batch, the server and the outcome
-    assert lines[0].endswith(
-        f"batch_time_ms={batch}: the connection to PostgreSQL at {db_host.address}:5432 "
-        f"(table {TABLE}) broke during its COMMIT; the progress row shows it committed: "
-        "not rewritten"
-    ), lines
+    in_doubt_line(output, batch, db_host.address, "it committed: not rewritten")
     if not heal_first:
         print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
+
+
+def test_a_cut_during_a_commit_that_never_commits_is_written_again(scene: Scene) -> None:
+    """The COMMIT reached the server, which was still running its deferred trigger when the
+    link was cut; the server then ends the session (as its keepalives would), so the batch
+    rolls back. The app's retry finds the progress row at the batch before, and writes it."""
+    network, db_host, server = scene.network, scene.db_host, scene.server
+    words = scene.start(33)
+    app = scene.app
+    hold = TriggerHold(server)
+    try:
+        batch = hold_the_commit_of_a_file(server, words, hold)
+        network.cut(db_host)
+        cut = time.monotonic()
+        app.wait_for_log(r"PostgreSQL at [^ ]+ \(table wc\) failed \(attempt 1\)", 60)
+        with psycopg.connect(server.local_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                f" WHERE application_name = 'streaming-app' AND {ADVISORY}"
+            )
+        wait_until("the held session to end", lambda: not app_waits(server, ADVISORY), 30)
+        hold.release()
+        assert progress_ms(server) == batch - 1000  # rolled back
+        time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
+        recovery = scene.heal(words, then="3.txt")
+    finally:
+        hold.close()
+    assert app.terminate() == 0
+    output = output_without_traces(app)
+    in_doubt_line(output, batch, db_host.address, "it was not committed: written now")
+    print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
 
 
 @pytest.mark.parametrize(
