@@ -26,7 +26,8 @@ STAT_KEYS = ("records", "empty", "oversize", "replaced", "lost")
 POLL_TIMEOUT_MS = 500
 MAX_POLL_RECORDS = 5000
 # A read that makes no progress warns every STALL_WARN_SECONDS; one that cannot reach the
-# broker retries every CONNECT_RETRY_SECONDS.
+# broker retries every CONNECT_RETRY_SECONDS (a short wait: the read goes on soon after a
+# heal) and warns at attempts 1, 2, 4, 8, ... (a line every 2 s a partition was noise).
 STALL_WARN_SECONDS = 10.0
 CONNECT_RETRY_SECONDS = 2.0
 # A read gives up (failing its task, so the batch: a restart replays the same logged range)
@@ -189,12 +190,15 @@ def _connect(
     # Python workers have no logging set up: kafka-python would print every failed
     # connection attempt; our own warning below says it once per attempt.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    where = f"reading topic={offset_range.topic} partition={offset_range.partition}"
     attempt = 0
     down_since = 0.0
     while True:
         started = time.monotonic()
         try:
             check_reachable(connection)
+            if attempt:
+                log.warning("%s: broker back after %d failed attempts", where, attempt)
             # (offset, value) pairs instead of kafka-python's records: a third of the cost.
             return make_lean(
                 new_consumer(
@@ -213,12 +217,14 @@ def _connect(
             down = time.monotonic() - down_since
             if limit.reached(down):
                 raise limit.error(down, attempts(attempt, exc)) from None
-            log.warning(
-                "reading topic=%s partition=%d: broker unreachable (%s); retrying",
-                offset_range.topic,
-                offset_range.partition,
-                type(exc).__name__,
-            )
+            if attempt & (attempt - 1) == 0:  # a power of two
+                log.warning(
+                    "%s: broker unreachable (%s, attempt %d); retrying every %g s",
+                    where,
+                    type(exc).__name__,
+                    attempt,
+                    CONNECT_RETRY_SECONDS,
+                )
             time.sleep(CONNECT_RETRY_SECONDS)
 
 

@@ -13,7 +13,7 @@ log = logging.getLogger("streaming_app.sources.kafka.reader")
 log.warning("before: logging's last resort")
 ensure_worker_logging()
 ensure_worker_logging()  # once is enough: no second handler, no line twice
-log.warning("reading topic=t partition=0: broker unreachable (OSError); retrying")
+log.warning("reading topic=t partition=0: broker unreachable (OSError, attempt 1); retrying")
 log.info("not shown: warnings and above only")
 """
 
@@ -26,6 +26,6 @@ def test_a_worker_logs_warnings_with_time_level_and_logger_once() -> None:
     assert len(lines) == 2, lines
     assert re.fullmatch(
         r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING streaming_app\.sources\.kafka\.reader: "
-        r"reading topic=t partition=0: broker unreachable \(OSError\); retrying",
+        r"reading topic=t partition=0: broker unreachable \(OSError, attempt 1\); retrying",
         lines[1],
     ), lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -61,11 +62,15 @@ def test_a_read_that_cannot_connect_gives_up_60_s_after_kafka_give_up_after(
         f"73 s (15 attempts, the last: OSError: {NO_ROUTE}); gave up (kafka_give_up_after = "
         "10 s, and 60 s more in a read); a restart resumes from the checkpoint"
     )
-    assert caplog.text.count("broker unreachable (OSError); retrying") == 14
+    # A warning at attempts 1, 2, 4 and 8 of the 14 that were retried.
+    warned = re.findall(
+        r"broker unreachable \(OSError, attempt (\d+)\); retrying every 2 s", caplog.text
+    )
+    assert warned == ["1", "2", "4", "8"], caplog.text
 
 
 def test_without_kafka_give_up_after_a_read_waits_for_the_broker(
-    clock: list[float], monkeypatch: pytest.MonkeyPatch
+    clock: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     failures = iter(range(500))  # 40 minutes without the broker, then it answers
 
@@ -78,8 +83,14 @@ def test_without_kafka_give_up_after_a_read_waits_for_the_broker(
     monkeypatch.setattr("streaming_app.sources.kafka.records.make_lean", lambda c: c)
     offset_range = OffsetRange("t", 0, 0, 10)
     limit = reader._Limit(BROKER, offset_range, None)
-    assert reader._connect(BROKER, 100, offset_range, limit) == "consumer"
+    with caplog.at_level(logging.WARNING, logger=reader.__name__):
+        assert reader._connect(BROKER, 100, offset_range, limit) == "consumer"
     assert clock[0] > 2400
+    # 40 minutes of retries every 2 s make 10 lines, not 500; and one once it is back.
+    lines = caplog.text.splitlines()
+    assert len(lines) == 10, lines
+    assert re.search(r"attempt 256\); retrying every 2 s$", lines[-2]), lines
+    assert lines[-1].endswith("reading topic=t partition=0: broker back after 500 failed attempts")
 
 
 class SilentConsumer:
