@@ -188,7 +188,7 @@ def _connect(
     from streaming_app.sources.kafka.records import make_lean
 
     # Python workers have no logging set up: kafka-python would print every failed
-    # connection attempt; our own warning below says it once per attempt.
+    # connection attempt; our own warnings below say it at attempts 1, 2, 4, 8, ...
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     where = f"reading topic={offset_range.topic} partition={offset_range.partition}"
     attempt = 0
