@@ -246,7 +246,7 @@ def hold_the_commit_of_a_file(
     raise AssertionError(f"every one of {tries} files was committed before the hold")
 
 
-def in_doubt_line(output: str, batch: int, server: str, outcome: str) -> None:
+def assert_in_doubt_line(output: str, batch: int, server: str, outcome: str) -> None:
     """Assert the output has the one in-doubt warning, naming the batch, server and outcome."""
     lines = in_doubt_lines(output)
     assert len(lines) == 1, lines
@@ -279,7 +279,7 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     recovery = scene.heal(words, then="3.txt")
     assert app.terminate() == 0
     output = output_without_traces(app)
-    in_doubt_line(output, batch, db_host.address, "it committed: not rewritten")
+    assert_in_doubt_line(output, batch, db_host.address, "it committed: not rewritten")
     if not heal_first:
         print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
 
@@ -311,7 +311,7 @@ def test_a_cut_during_a_commit_that_never_commits_is_written_again(scene: Scene)
         hold.close()
     assert app.terminate() == 0
     output = output_without_traces(app)
-    in_doubt_line(output, batch, db_host.address, "it was not committed: written now")
+    assert_in_doubt_line(output, batch, db_host.address, "it was not committed: written now")
     print(f"recovery (heal -> 3.txt's totals written): {recovery:.1f} s")
 
 
