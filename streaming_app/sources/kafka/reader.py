@@ -158,10 +158,8 @@ class _Limit:
     def __init__(
         self, connection: KafkaConnection, offset_range: OffsetRange, give_up_after: float | None
     ) -> None:
-        self.what = (
-            f"reading topic={offset_range.topic} partition={offset_range.partition} "
-            f"from {connection.peer}"
-        )
+        self.where = f"reading topic={offset_range.topic} partition={offset_range.partition}"
+        self.what = f"{self.where} from {connection.peer}"
         self.give_up_after = give_up_after
 
     def reached(self, down: float) -> bool:
@@ -190,7 +188,7 @@ def _connect(
     # Python workers have no logging set up: kafka-python would print every failed
     # connection attempt; our own warnings below say it at attempts 1, 2, 4, 8, ...
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    where = f"reading topic={offset_range.topic} partition={offset_range.partition}"
+    where = limit.where
     attempt = 0
     down_since = 0.0
     while True:
