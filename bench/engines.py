@@ -14,6 +14,11 @@ time is the whole trigger, planning to commit, from its StreamingQueryListener),
 median batch, what a batch with no input costs (the DStream engine runs one every
 interval; the structured engine runs no micro-batch without new input), and the seconds
 from a restart after kill -9 to the first completed batch (bench/recovery.py).
+
+Beside them, in the same invocation, the floor under the structured engine: Spark's own
+`groupBy(word).count()` with nothing of the engine's (bench/peer.py's query; on Kafka
+through the engine's own data source and Spark settings, bench/plain.py), in the same
+batches, restarts and state of many keys.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +47,16 @@ from bench.harness import (
     poll_until,
     write_json,
 )
-from bench.peer import dstream_rounds, figures, files_app_args, move_in, write_rounds
+from bench.peer import (
+    StructuredRun,
+    dstream_rounds,
+    figures,
+    files_app_args,
+    move_in,
+    write_rounds,
+)
 from bench.peer import structured_rounds as peer_rounds
+from bench.plain import ENGINE_SETTINGS, plain_rate, plain_recovery
 from bench.rates import idle_batches, interleaved, runner
 from bench.recovery import recovery, restart
 from bench.state_size import state_of_keys
@@ -50,6 +65,16 @@ from streaming_app.common.metrics_record import BatchMetrics
 ENGINES: dict[str, tuple[str, ...]] = {"dstream": (), "structured": ("--engine", "structured")}
 RUN_BATCHES = EXACT_CHECKPOINT_BATCHES + 3  # 2 warm-up, a checkpoint interval, the last
 PEER = "groupBy(word).count()"
+PEER_KAFKA = (
+    "Spark's own word count, bench/peer.py's query to the `noop` sink, through the "
+    "structured engine's Kafka data source, with its Spark settings and JVM launch "
+    "(bench/plain.py)"
+)
+# On files too, the peer runs with the engine's Spark settings and JVM launch (RocksDB,
+# the worker daemon, the class archive): nothing of Spark's own costs more than the engine's.
+PEER_ARGS = (ENGINE_SETTINGS,)
+PEER_TOKENIZER = "the same, with the DStream jobs' tokenizer"
+TARGET_BATCH, TARGET_RESTART, TARGET_MILLION_S = 1.5, 1.25, 1.0  # issue 29
 MILLION_LINES, MILLION_BATCH = 200_000, 20_000  # after every key once; 20,000-line batches
 SNAPSHOT_EVERY = ("--snapshot-interval", "10")  # snapshots of the whole state run too
 IDLE_BATCHES = 3  # the DStream runs go on this many batches after the topic is read
@@ -81,6 +106,13 @@ def engines(
         )
         for size in sizes for engine, extra in ENGINES.items()
     }  # fmt: skip
+    # The floor: Spark's own word count on the engine's Kafka source and settings.
+    runs.update({
+        (size, PEER): lambda suffix, size=size: plain_rate(
+            workdir, f"engines-{size}-plain-{suffix}", bootstrap, topic, size * RUN_BATCHES, size
+        )
+        for size in sizes
+    })  # fmt: skip
     found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s"))
     rows = [
         {"batch_lines": size, "engine": engine, **figures,
@@ -93,6 +125,7 @@ def engines(
         restarts[engine] = recovery(
             workdir / f"recovery-{engine}", bootstrap, recovery_runs, 20_000, *extra
         )
+    restarts[PEER] = plain_recovery(workdir, bootstrap, recovery_runs, 20_000)
     return {
         "baseline_words_per_s": round(base_words),
         "baseline_lines": baseline_lines,
@@ -109,14 +142,15 @@ def engines_report(e: dict[str, Any]) -> list[str]:
         "2 s batches or triggers, `--sink files --sink console` with the defaults, lines of "
         f"10 words over a Zipf vocabulary of 100k words, capped batches; median of {runs} "
         "runs each, interleaved; the baseline, one kafka-python consumer + `Counter`, did "
-        f"{e['baseline_words_per_s']:,} words/s in the same invocation):",
+        f"{e['baseline_words_per_s']:,} words/s in the same invocation; "
+        f"{PEER}: {PEER_KAFKA}):",
         "",
         "| lines per batch | engine | words/s of processing | ratio to the baseline | "
         "processing of a batch (median) | a batch with no input | each run |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(e["rows"], key=lambda r: (r["batch_lines"], r["engine"])):
-        idle = "none runs" if r["engine"] == "structured" else (
+        idle = "none runs" if r["engine"] != "dstream" else (
             "—" if r.get("idle_s") is None else f"{r['idle_s']} s"
         )  # fmt: skip
         lines.append(
@@ -171,24 +205,32 @@ def structured_rounds(
     return found
 
 
-def files_restarts(base: Path, name: str, args: list[str], plan: list[list[Path]]) -> list[float]:
-    """Seconds from each restart after kill -9 to the first completed batch: the app (on
-    the checkpoint of a rounds run) recovers with the first round of `plan` moved in, then
-    for each other round: kill -9, the round moved in while it is down, a restart."""
-    staging, input_dir = base / name / "staging", base / name / "in"
+def files_restarts(
+    input_dir: Path, staging: Path, start: Callable[[], tuple[Any, float]], plan: list[list[Path]]
+) -> list[float]:
+    """Seconds from each restart after kill -9 to the first completed batch: the run
+    (`start`: a run and those seconds, on the checkpoint of a rounds run) recovers with the
+    first round of `plan` moved in, then for each other round: kill -9, the round moved in
+    while it is down, a restart."""
     move_in(plan[0], staging, input_dir)
-    app, _ = restart(base, name, args)  # recovered from the rounds run: not a kill -9
+    run, _ = start()  # recovered from the rounds run: not a kill -9
     first = []
     try:
         for paths in plan[1:]:
             time.sleep(6)  # past a state checkpoint, as a long-running driver would be
-            app.kill9()
+            run.kill9()
             move_in(paths, staging, input_dir)
-            app, seconds = restart(base, name, args)
+            run, seconds = start()
             first.append(seconds)
     finally:
-        app.stop()
+        run.stop()
     return first
+
+
+def peer_restart(base: Path) -> tuple[StructuredRun, float]:
+    """bench/peer.py's word count started again on its rounds run's checkpoint in base."""
+    run = StructuredRun.start(base, base / "structured-in", base / "structured-ck", *PEER_ARGS)
+    return run, run.first_batch_s()
 
 
 def files_baseline_seconds(paths: list[Path]) -> float:
@@ -207,7 +249,8 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
     base = workdir / "files"
     (base / "rounds").mkdir(parents=True)
     per_file = round_lines // FILES_PER_ROUND
-    plan = write_rounds(base / "rounds", rounds + 2 * (restarts + 1), FILES_PER_ROUND, per_file)
+    runs = len(ENGINES) + 1  # and the peer's
+    plan = write_rounds(base / "rounds", rounds + runs * (restarts + 1), FILES_PER_ROUND, per_file)
     measured, spare = plan[:rounds], plan[rounds:]
     lines = per_file * FILES_PER_ROUND
     words = lines * WORDS_PER_LINE
@@ -221,7 +264,10 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
             read, idle_s = structured_rounds(base, measured, lines, *sinks), None
         again = spare[number * (restarts + 1) : (number + 1) * (restarts + 1)]
         args = files_app_args(base, engine, *sinks, *extra)
-        first = files_restarts(base, engine, args, again)
+        first = files_restarts(
+            base / engine / "in", base / engine / "staging",
+            partial(restart, base, engine, args), again,
+        )  # fmt: skip
         found[engine] = {
             **figures(read, words),
             "idle_s": idle_s,
@@ -232,8 +278,23 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
     # The peer users would write instead: Spark's own word count, groupBy(word).count(),
     # on the same rounds (bench/peer.py's query; no exactness beyond Spark's, no sinks).
     (base / PEER).mkdir()
-    found[PEER] = figures(peer_rounds(base / PEER, measured, lines), words)
+    found[PEER] = figures(peer_rounds(base / PEER, measured, lines, *PEER_ARGS), words)
     found[PEER]["ratio"] = round(found[PEER]["median_words_per_s"] * baseline / words, 3)
+    again = spare[len(ENGINES) * (restarts + 1) :]
+    first = files_restarts(
+        base / PEER / "structured-in", base / PEER / "structured-staging",
+        partial(peer_restart, base / PEER), again,
+    )  # fmt: skip
+    found[PEER]["first_batch_s"] = [round(x, 1) for x in first]
+    found[PEER]["first_batch_median_s"] = round(median(first), 1)
+    # The same query with the words the structured engine must count: the DStream jobs'
+    # tokenizer in Python (mapInArrow), not Spark's split.
+    (base / "peer-tokenizer").mkdir()
+    tokenized = peer_rounds(base / "peer-tokenizer", measured, lines, *PEER_ARGS, "--app-tokenizer")
+    found[PEER_TOKENIZER] = figures(tokenized, words)
+    found[PEER_TOKENIZER]["ratio"] = round(
+        found[PEER_TOKENIZER]["median_words_per_s"] * baseline / words, 3
+    )
     return {
         "rounds": rounds,
         "files_per_round": FILES_PER_ROUND,
@@ -284,17 +345,73 @@ def million_report(k: dict[str, Any]) -> list[str]:
         f"--inputs none --million {k['keys']}`; Kafka, the topic holds every key once, then "
         f"{k['lines']:,} Zipf lines over them, read in capped batches of "
         f"{MILLION_BATCH:,} lines; snapshots every 10 s; figures of the batches after the "
-        "state is full; peak resident memory of the app's processes over the whole run):",
+        "state is full; peak resident memory of the app's processes over the whole run; "
+        f"{PEER}: {PEER_KAFKA}, with the same capped batches):",
         "",
         "| engine | processing of a batch | words/s | driver (Python) | JVM | "
         "largest Python worker |",
         "|---|---|---|---|---|---|",
         *[
             f"| {v['variant']} | {v['processing_s']} s | {v['words_per_s']:,} | "
-            f"{v['driver_mib']} MiB | {v['jvm_mib']} MiB | {v['largest_worker_mib']} MiB |"
+            + " | ".join(
+                f"{v[key]} MiB" if key in v else "not measured"
+                for key in ("driver_mib", "jvm_mib", "largest_worker_mib")
+            )
+            + " |"
             for v in k["variants"]
         ],
     ]
+
+
+def targets_report(found: dict[str, Any]) -> list[str]:
+    """Each of issue 29's measures in this run: the structured engine and Spark's own
+    `groupBy(word).count()`, each over the DStream engine, against the target."""
+    table: list[tuple[str, dict[str, float], str]] = []
+    by_size: dict[int, dict[str, float]] = {}
+    for r in found.get("rows", []):
+        by_size.setdefault(r["batch_lines"], {})[r["engine"]] = r["processing_s"]
+    for size, seconds in sorted(by_size.items()):
+        table.append((f"Kafka, a batch of {size:,} lines", seconds, f"≤ {TARGET_BATCH}x"))
+    if "recovery" in found:
+        medians = {k: r["first_batch_median_s"] for k, r in found["recovery"].items()}
+        table.append(("Kafka, restart after kill -9", medians, f"≤ {TARGET_RESTART}x"))
+    if "files" in found:
+        engines = found["files"]["engines"]
+        rounds = {k: r["median_processing_s"] for k, r in engines.items()}
+        table.append((
+            "files, a round (median)", rounds, f"≤ {TARGET_BATCH}x, and ≤ {PEER}'s"
+        ))  # fmt: skip
+        if PEER_TOKENIZER in rounds:
+            table.append((
+                f"files, a round (median); {PEER} with the DStream jobs' tokenizer",
+                {**rounds, PEER: rounds[PEER_TOKENIZER]}, "—",
+            ))  # fmt: skip
+        medians = {k: r["first_batch_median_s"] for k, r in engines.items()
+                   if "first_batch_median_s" in r}  # fmt: skip
+        table.append(("files, restart after kill -9", medians, f"≤ {TARGET_RESTART}x"))
+    if "million" in found:
+        million = {v["variant"]: v["processing_s"] for v in found["million"]["variants"]}
+        table.append((
+            f"{found['million']['keys']:,} keys, a batch of {MILLION_BATCH:,} lines",
+            million, f"≤ {TARGET_MILLION_S} s",
+        ))  # fmt: skip
+    lines = [
+        "**Issue 29's measures in this run** (medians from the tables above; each system's "
+        "figure over the DStream engine's):",
+        "",
+        f"| measure | dstream | structured | {PEER} | structured / dstream | "
+        f"{PEER} / dstream | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for measure, seconds, target in table:
+        cells = [f"{seconds[k]} s" if k in seconds else "—" for k in (*ENGINES, PEER)]
+        ratios = [
+            f"{seconds[k] / seconds['dstream']:.2f}x"
+            if k in seconds and seconds.get("dstream") else "—"
+            for k in ("structured", PEER)
+        ]  # fmt: skip
+        lines.append(f"| {measure} | {' | '.join(cells)} | {' | '.join(ratios)} | {target} |")
+    return lines
 
 
 def main() -> None:
@@ -342,7 +459,17 @@ def main() -> None:
                 workdir, bootstrap, options.million, MILLION_LINES, MILLION_BATCH,
                 [(engine, (*extra, *SNAPSHOT_EVERY)) for engine, extra in ENGINES.items()],
             )  # fmt: skip
+            million = found["million"]
+            million["variants"].append({
+                "variant": PEER,
+                **plain_rate(
+                    workdir, "keys-plain", bootstrap, million["topic"],
+                    million["loading_lines"] + MILLION_LINES, MILLION_BATCH,
+                    skip_lines=million["loading_lines"],
+                ),
+            })  # fmt: skip
         report += ["", *million_report(found["million"])]
+    report += ["", *targets_report(found)]
     write_json(workdir / "engines.json", found)
     print("\n".join(report))
     print(f"\n(logs, metrics and engines.json in {workdir})", file=sys.stderr)

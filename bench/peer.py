@@ -38,7 +38,7 @@ from bench.harness import (
     poll_until,
 )
 from streaming_app.common.metrics_record import BatchMetrics
-from streaming_app.tools.processes import stop_group
+from streaming_app.tools.processes import kill_group, stop_group
 from streaming_app.tools.produce import generated_lines
 
 # Files go in this long after a batch boundary (both systems' batches start on multiples
@@ -152,24 +152,31 @@ class StructuredRun:
     proc: subprocess.Popen[bytes]
     progress: Path
     log: Path
+    started: float  # time.time() at spawn
 
     @classmethod
-    def start(cls, base: Path, input_dir: Path, checkpoint: Path) -> StructuredRun:
-        """Spawn `python bench/peer.py --structured` with its progress file in base."""
+    def start(
+        cls, base: Path, input_dir: Path | None, checkpoint: Path, *extra: str
+    ) -> StructuredRun:
+        """Spawn `python bench/peer.py --structured` with its progress file in base.
+
+        extra: more of its arguments (`--kafka`, `--engine-settings`); without `--kafka` it
+        reads input_dir. A restart on the same base appends to the same progress file."""
         progress, log = base / "structured.progress.jsonl", base / "structured.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
-        env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        # Python workers run this interpreter, as the app's do (pyarrow, the app's code).
+        env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1", PYSPARK_PYTHON=sys.executable)
         if "SPARK_CONF_DIR" not in env and (CONF_DIR / "spark-defaults.conf").is_file():
             env["SPARK_CONF_DIR"] = str(CONF_DIR)  # as the app does: the same quiet log4j2
         with open(log, "ab") as err:
             proc = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--structured",
-                 "--input-dir", str(input_dir), "--checkpoint-dir", str(checkpoint),
-                 "--progress-file", str(progress)],
+                 *(["--input-dir", str(input_dir)] if input_dir else []),
+                 "--checkpoint-dir", str(checkpoint), "--progress-file", str(progress), *extra],
                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
                 env=env, start_new_session=True,
             )  # fmt: skip
-        return cls(proc, progress, log)
+        return cls(proc, progress, log, time.time())
 
     def events(self) -> list[dict[str, Any]]:
         """The lines the subprocess wrote so far (a cut last line is skipped)."""
@@ -194,13 +201,28 @@ class StructuredRun:
         """SIGTERM (stops the query and Spark), then SIGKILL of the session if it hangs."""
         stop_group(self.proc, grace=60, leader_only=True)
 
+    def kill9(self) -> None:
+        """SIGKILL the driver and its JVM."""
+        kill_group(self.proc)
 
-def structured_rounds(base: Path, plan: list[list[Path]], lines_per_round: int) -> list[Any]:
-    """Structured Streaming on the rounds: (triggerExecution s, batches) of each round."""
+    def first_batch_s(self, timeout: float = 180) -> float:
+        """Seconds from the spawn to the first micro-batch completed after it."""
+        events = self.wait_for(
+            lambda found: any(e.get("at", 0) > self.started for e in found), timeout
+        )
+        return min(e["at"] for e in events if e.get("at", 0) > self.started) - self.started
+
+
+def structured_rounds(
+    base: Path, plan: list[list[Path]], lines_per_round: int, *extra: str
+) -> list[Any]:
+    """Structured Streaming on the rounds: (triggerExecution s, batches) of each round.
+
+    extra: more arguments of its run (StructuredRun.start)."""
     input_dir, staging = base / "structured-in", base / "structured-staging"
     input_dir.mkdir()
     staging.mkdir()
-    run = StructuredRun.start(base, input_dir, base / "structured-ck")
+    run = StructuredRun.start(base, input_dir, base / "structured-ck", *extra)
     used = 0  # progress lines with input already assigned to a round
     found = []
     try:
@@ -307,8 +329,23 @@ def append_line(path: str, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def structured(input_dir: str, checkpoint_dir: str, progress_file: str) -> None:
-    """The Structured Streaming word count: one JSON line per progress, until SIGTERM."""
+def structured(
+    input_dir: str | None,
+    checkpoint_dir: str,
+    progress_file: str,
+    kafka: str | None = None,
+    engine_settings: bool = False,
+    app_tokenizer: bool = False,
+) -> None:
+    """The Structured Streaming word count: one JSON line per progress, until SIGTERM.
+
+    kafka: `bootstrap,topic,cap`: read the topic with the structured engine's own Kafka
+    data source (at most `cap` records a partition per micro-batch; 0: no cap) instead of
+    input_dir. engine_settings: the structured engine's Spark settings (its state store,
+    its worker daemon) instead of Spark's defaults, and its JVM launch (the class
+    archive). app_tokenizer: the words of the DStream jobs' tokenizer, which the
+    structured engine runs too (`count_words` per partition in `mapInArrow`, then
+    `groupBy(word).agg(sum(n))`), instead of Spark's `split`."""
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, explode, lower, split
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -325,7 +362,7 @@ def structured(input_dir: str, checkpoint_dir: str, progress_file: str) -> None:
             append_line(progress_file, {
                 "batch": p.batchId, "rows": p.numInputRows,
                 "trigger_ms": p.durationMs.get("triggerExecution"), "timestamp": p.timestamp,
-                "durations_ms": dict(p.durationMs),
+                "durations_ms": dict(p.durationMs), "at": time.time(),
             })  # fmt: skip
 
         def onQueryIdle(self, event: Any) -> None:  # noqa: N802
@@ -342,21 +379,29 @@ def structured(input_dir: str, checkpoint_dir: str, progress_file: str) -> None:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
         **LOOPBACK_CONF,
+        **(engine_conf() if engine_settings else {}),
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if engine_settings:  # and its JVM's launch: from the class archive, as the app's
+        from streaming_app.common.spark_env import launching_jvm
+
+        with launching_jvm():
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     try:
         spark.streams.addListener(Progress())
-        words = (
-            spark.readStream.text(input_dir)
-            .select(explode(split(lower(col("value")), r"[^\p{L}\p{N}]+")).alias("word"))
-            .where(col("word") != "")
-        )
+        lines = kafka_lines(spark, *kafka.split(",")) if kafka else spark.readStream.text(input_dir)
+        if app_tokenizer:
+            counts = app_counts(lines)
+        else:
+            words = lines.select(
+                explode(split(lower(col("value")), r"[^\p{L}\p{N}]+")).alias("word")
+            ).where(col("word") != "")
+            counts = words.groupBy("word").count()
         query = (
-            words.groupBy("word")
-            .count()
-            .writeStream.outputMode("update")
+            counts.writeStream.outputMode("update")
             .format("noop")
             .trigger(processingTime=f"{BATCH_S} seconds")
             .option("checkpointLocation", checkpoint_dir)
@@ -371,6 +416,39 @@ def structured(input_dir: str, checkpoint_dir: str, progress_file: str) -> None:
         spark.stop()
 
 
+def engine_conf() -> dict[str, str]:
+    """The structured engine's own Spark settings on local[2] (structured/session.py)."""
+    from streaming_app.settings.schema import AppConfig
+    from streaming_app.structured.session import session_conf
+
+    return session_conf(AppConfig(), "local[2]")
+
+
+def app_counts(lines: Any) -> Any:
+    """The running counts of the lines' words as the structured engine takes them: the
+    DStream jobs' `count_words` per partition (structured/pairs.py), summed by Spark."""
+    from streaming_app.settings.schema import AppConfig
+    from streaming_app.structured.pairs import pairs_of
+    from streaming_app.structured.totals import running_totals
+
+    return running_totals(pairs_of(lines, AppConfig()))
+
+
+def kafka_lines(spark: Any, bootstrap: str, topic: str, cap: str) -> Any:
+    """The lines of `topic` through the structured engine's Kafka data source, read from
+    the earliest offsets, at most `cap` records a partition per micro-batch."""
+    from dataclasses import replace
+
+    from streaming_app.settings.schema import AppConfig
+    from streaming_app.structured.kafka_options import KafkaReadSettings
+    from streaming_app.structured.kafka_source import NAME, KafkaDataSource
+
+    config = replace(AppConfig(), source="kafka", topics=(topic,), bootstrap_servers=bootstrap)
+    settings = replace(KafkaReadSettings.from_config(config), max_per_partition=int(cap))
+    spark.dataSource.register(KafkaDataSource)
+    return spark.readStream.format(NAME).options(**settings.to_options()).load().select("value")
+
+
 def main() -> None:
     """Run the comparison and print its markdown, or (--structured) be its Structured side."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -378,13 +456,19 @@ def main() -> None:
     parser.add_argument("--input-dir", help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint-dir", help=argparse.SUPPRESS)
     parser.add_argument("--progress-file", help=argparse.SUPPRESS)
+    parser.add_argument("--kafka", help=argparse.SUPPRESS)
+    parser.add_argument("--engine-settings", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--app-tokenizer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", type=int, default=2, help="files per round")
     parser.add_argument("--lines-per-file", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     if options.structured:
-        structured(options.input_dir, options.checkpoint_dir, options.progress_file)
+        structured(
+            options.input_dir, options.checkpoint_dir, options.progress_file,
+            options.kafka, options.engine_settings, options.app_tokenizer,
+        )  # fmt: skip
         return
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-peer-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,13 @@ def state_of_keys(
             "--checkpoint-interval", "20", *extra, skip_lines=loading, memory=True,
         )  # fmt: skip
         found.append({"variant": label, **figures})
-    return {"keys": keys, "lines": lines, "variants": found}
+    return {
+        "keys": keys,
+        "lines": lines,
+        "variants": found,
+        "topic": topic,
+        "loading_lines": loading,
+    }
 
 
 def state_report(growth: dict[str, Any], k: dict[str, Any]) -> list[str]:

@@ -173,8 +173,14 @@ def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
                       row(60_000, "dstream", 1_100_000, 0.2)],
              "recovery": {"dstream": restart, "structured": {**restart,
                           "first_batch_median_s": 25.0}}}  # fmt: skip
+    found["rows"].append(row(60_000, "groupBy(word).count()", 900_000, None))
+    found["recovery"]["groupBy(word).count()"] = {**restart, "first_batch_median_s": 15.0}
     text = "\n".join(engines_report(found))
     assert "did 1,000,000 words/s in the same invocation" in text
+    # The floor beside the engines: Spark's own word count, named with how it read Kafka.
+    assert "groupBy(word).count(): Spark's own word count" in text
+    assert "| 60,000 | groupBy(word).count() | 900,000 | 0.9 | 0.5 s | none runs |" in text
+    assert "| groupBy(word).count() | 15.0 s | 9.0, 9.1, 9.3 | 12.0 s |" in text
     assert "| 60,000 | dstream | 1,100,000 | 1.1 | 0.5 s | 0.2 s | 1,100,000, 1,100,000 |" in text
     assert "| 60,000 | structured | 700,000 | 0.7 | 0.5 s | none runs |" in text
     assert text.index("| 60,000 | dstream |") < text.index("| 60,000 | structured |")
@@ -208,8 +214,48 @@ def test_the_two_engines_on_files_table_names_each_engine_and_each_restart() -> 
         in text
     )
     assert "| structured | 120,000 | 0.024 | 5.0 s | 5.5 s | 1, 1, 2 | none runs | 27.5 s |" in text
-    # The peer has no restarts measured: dashes, not a crash on the missing figures.
+    # A peer without restarts measured: dashes, not a crash on the missing figures.
     assert (
         "| groupBy(word).count() | 400,000 | 0.08 | 1.5 s | 1.6 s | 1, 1, 1 | none runs | — | — |"
         in text
     )
+    found["engines"]["groupBy(word).count()"].update(first_batch_s=[9.0, 9.5, 9.9],
+                                                     first_batch_median_s=9.5)  # fmt: skip
+    text = "\n".join(files_report(found))
+    assert "| 1, 1, 1 | none runs | 9.5 s | 9.0, 9.5, 9.9 |" in text
+
+
+def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -> None:
+    from bench.engines import targets_report
+
+    peer = "groupBy(word).count()"
+    found = {
+        "rows": [{"batch_lines": 20_000, "engine": "dstream", "processing_s": 0.5},
+                 {"batch_lines": 20_000, "engine": "structured", "processing_s": 1.1},
+                 {"batch_lines": 20_000, "engine": peer, "processing_s": 0.8}],
+        "recovery": {"dstream": {"first_batch_median_s": 6.0},
+                     "structured": {"first_batch_median_s": 13.2},
+                     peer: {"first_batch_median_s": 9.0}},
+        "files": {"engines": {
+            "dstream": {"median_processing_s": 0.5, "first_batch_median_s": 7.0},
+            "structured": {"median_processing_s": 1.8, "first_batch_median_s": 11.2},
+            peer: {"median_processing_s": 0.9},  # no restarts measured
+        }},
+        "million": {"keys": 1_000_000, "variants": [
+            {"variant": "dstream", "processing_s": 0.64},
+            {"variant": "structured", "processing_s": 1.2},
+            {"variant": peer, "processing_s": 1.1}]},
+    }  # fmt: skip
+    text = "\n".join(targets_report(found))
+    assert (
+        "| Kafka, a batch of 20,000 lines | 0.5 s | 1.1 s | 0.8 s | 2.20x | 1.60x | ≤ 1.5x |"
+        in text
+    )
+    assert (
+        "| Kafka, restart after kill -9 | 6.0 s | 13.2 s | 9.0 s | 2.20x | 1.50x | ≤ 1.25x |"
+        in text
+    )
+    assert "| files, a round (median) | 0.5 s | 1.8 s | 0.9 s | 3.60x | 1.80x |" in text
+    assert "| files, restart after kill -9 | 7.0 s | 11.2 s | — | 1.60x | — | ≤ 1.25x |" in text
+    assert "| 1,000,000 keys, a batch of 20,000 lines | 0.64 s | 1.2 s | 1.1 s |" in text
+    assert text.count("| ≤ 1.0 s |") == 1

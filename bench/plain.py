@@ -1,0 +1,113 @@
+"""Spark's own word count on the structured engine's Kafka source: the floor under it.
+
+bench/peer.py's query, `groupBy(word).count()` in update mode to the `noop` sink, reading
+the topic through the structured engine's own Kafka data source with the engine's Spark
+settings (RocksDB with changelog checkpointing, the preloaded worker daemon): what
+Structured Streaming costs on this machine before anything the engine adds (the DStream
+jobs' tokenizer, the sinks, snapshots, bases, the metrics file). bench/engines.py runs it
+beside both engines, in the same invocation and the same configuration (capped batches,
+restarts after kill -9, a state of many keys), so that a target the floor alone misses
+shows as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import BATCH_S, PARTITIONS, WORDS_PER_LINE, load_topic, median
+from bench.peer import StructuredRun
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import generated_lines, produce
+
+ENGINE_SETTINGS = "--engine-settings"
+
+
+def _start(base: Path, bootstrap: str, topic: str, cap: int) -> StructuredRun:
+    """The plain word count on `topic`, at most `cap` records a partition per micro-batch."""
+    return StructuredRun.start(
+        base, None, base / "checkpoint", "--kafka", f"{bootstrap},{topic},{cap}", ENGINE_SETTINGS
+    )
+
+
+def _rows(events: list[dict[str, Any]]) -> int:
+    return sum(int(e.get("rows") or 0) for e in events)
+
+
+def plain_rate(
+    workdir: Path,
+    name: str,
+    bootstrap: str,
+    topic: str,
+    lines: int,
+    batch_lines: int,
+    *,
+    skip_lines: int = 0,
+) -> dict[str, Any]:
+    """bench/rates.app_rate's figures for the plain word count: a preloaded topic read in
+    equal capped micro-batches, the steady ones (after the first two, or after those that
+    read the first `skip_lines` lines, and before the last), each its whole trigger."""
+    rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # as app_rate caps the app
+    base = workdir / name
+    base.mkdir(parents=True)
+    run = _start(base, bootstrap, topic, rate * BATCH_S)
+    try:
+        events = run.wait_for(lambda found: _rows(found) >= lines, timeout=120 + lines / 50)
+    finally:
+        run.stop()
+    busy = [e for e in events if e.get("rows") and e.get("trigger_ms")]
+    if skip_lines:
+        read = list(itertools.accumulate(int(e["rows"]) for e in busy))
+        steady = [e for e, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
+        steady = steady[:-1] or steady
+    else:
+        steady = busy[2:-1] or busy
+    seconds = [e["trigger_ms"] / 1000 for e in steady]
+    rows = sum(int(e["rows"]) for e in steady)
+    return {
+        "batch_lines": PARTITIONS * rate * BATCH_S,
+        "batches": len(steady),
+        "processing_s": round(median(seconds), 3),
+        "words_per_s": round(median([int(e["rows"]) * WORDS_PER_LINE / s for e, s in zip(
+            steady, seconds, strict=True)])),
+        "mean_words_per_s": round(rows * WORDS_PER_LINE / max(sum(seconds), 1e-9)),
+        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
+    }  # fmt: skip
+
+
+def plain_recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> dict[str, Any]:
+    """bench/recovery.recovery for the plain word count: seconds from a restart after
+    kill -9 (`backlog` lines produced while it was down) to its first completed micro-batch,
+    and to the backlog read."""
+    topic = load_topic(bootstrap, 1000, seed=2)
+    base = workdir / "recovery-plain"
+    base.mkdir(parents=True)
+    sent = 1000
+    run = _start(base, bootstrap, topic, 0)
+    first: list[float] = []
+    caught_up: list[float] = []
+    try:
+        run.wait_for(lambda found: _rows(found) >= sent, 180)
+        for number in range(runs):
+            time.sleep(6)  # as bench/recovery.py waits before its kill
+            run.kill9()
+            lines = generated_lines(WORDS_PER_LINE, 100_000, 100 + number)
+            produce(KafkaConnection(bootstrap), topic, lines, backlog, 0, PARTITIONS)
+            sent += backlog
+            run = _start(base, bootstrap, topic, 0)
+            first.append(run.first_batch_s())
+            # A micro-batch replayed after a kill is in the progress twice: >= is enough.
+            run.wait_for(lambda found, sent=sent: _rows(found) >= sent, 300)
+            caught_up.append(time.time() - run.started)
+    finally:
+        run.stop()
+    return {
+        "runs": runs,
+        "backlog_lines": backlog,
+        "first_batch_s": [round(x, 1) for x in first],
+        "first_batch_median_s": round(median(first), 1),
+        "caught_up_s": [round(x, 1) for x in caught_up],
+        "caught_up_median_s": round(median(caught_up), 1),
+    }
