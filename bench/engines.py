@@ -48,6 +48,7 @@ from bench.harness import (
     write_json,
 )
 from bench.peer import (
+    APP_TOKENIZER,
     StructuredRun,
     dstream_rounds,
     figures,
@@ -74,6 +75,16 @@ PEER_KAFKA = (
 # the worker daemon, the class archive): nothing of Spark's own costs more than the engine's.
 PEER_ARGS = (ENGINE_SETTINGS,)
 PEER_TOKENIZER = "the same, with the DStream jobs' tokenizer"
+PEER_TOKENIZER_HOW = (
+    f"{PEER_TOKENIZER!r}: that query counting the words the structured engine counts, the "
+    "DStream jobs' `count_words` per partition in `mapInArrow`, then "
+    "`groupBy(word).agg(sum(n))`"
+)
+# Each peer: its label, its runs' directory name, its arguments beyond PEER_ARGS.
+PEERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (PEER, "plain", ()),
+    (PEER_TOKENIZER, "plain-tokenizer", (APP_TOKENIZER,)),
+)
 TARGET_BATCH, TARGET_RESTART, TARGET_MILLION_S = 1.5, 1.25, 1.0  # issue 29
 MILLION_LINES, MILLION_BATCH = 200_000, 20_000  # after every key once; 20,000-line batches
 SNAPSHOT_EVERY = ("--snapshot-interval", "10")  # snapshots of the whole state run too
@@ -106,12 +117,14 @@ def engines(
         )
         for size in sizes for engine, extra in ENGINES.items()
     }  # fmt: skip
-    # The floor: Spark's own word count on the engine's Kafka source and settings.
+    # The floor: Spark's own word count on the engine's Kafka source and settings, with
+    # Spark's split and with the words the engine must count (the DStream jobs' tokenizer).
     runs.update({
-        (size, PEER): lambda suffix, size=size: plain_rate(
-            workdir, f"engines-{size}-plain-{suffix}", bootstrap, topic, size * RUN_BATCHES, size
+        (size, peer): lambda suffix, size=size, name=name, extra=extra: plain_rate(
+            workdir, f"engines-{size}-{name}-{suffix}", bootstrap, topic, size * RUN_BATCHES,
+            size, *extra,
         )
-        for size in sizes
+        for size in sizes for peer, name, extra in PEERS
     })  # fmt: skip
     found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s"))
     rows = [
@@ -143,13 +156,14 @@ def engines_report(e: dict[str, Any]) -> list[str]:
         f"10 words over a Zipf vocabulary of 100k words, capped batches; median of {runs} "
         "runs each, interleaved; the baseline, one kafka-python consumer + `Counter`, did "
         f"{e['baseline_words_per_s']:,} words/s in the same invocation; "
-        f"{PEER}: {PEER_KAFKA}):",
+        f"{PEER}: {PEER_KAFKA}; {PEER_TOKENIZER_HOW}):",
         "",
         "| lines per batch | engine | words/s of processing | ratio to the baseline | "
         "processing of a batch (median) | a batch with no input | each run |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(e["rows"], key=lambda r: (r["batch_lines"], r["engine"])):
+    order = [*ENGINES, *(peer for peer, _, _ in PEERS)]
+    for r in sorted(e["rows"], key=lambda r: (r["batch_lines"], order.index(r["engine"]))):
         idle = "none runs" if r["engine"] != "dstream" else (
             "—" if r.get("idle_s") is None else f"{r['idle_s']} s"
         )  # fmt: skip
@@ -290,7 +304,7 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
     # The same query with the words the structured engine must count: the DStream jobs'
     # tokenizer in Python (mapInArrow), not Spark's split.
     (base / "peer-tokenizer").mkdir()
-    tokenized = peer_rounds(base / "peer-tokenizer", measured, lines, *PEER_ARGS, "--app-tokenizer")
+    tokenized = peer_rounds(base / "peer-tokenizer", measured, lines, *PEER_ARGS, APP_TOKENIZER)
     found[PEER_TOKENIZER] = figures(tokenized, words)
     found[PEER_TOKENIZER]["ratio"] = round(
         found[PEER_TOKENIZER]["median_words_per_s"] * baseline / words, 3
@@ -317,7 +331,9 @@ def files_report(f: dict[str, Any]) -> list[str]:
         f"counted; medians over the {steady} round{'s' if steady != 1 else ''} after the first; "
         "the engines one after "
         "the other; the baseline, `Counter` over one round's lines in one process, did "
-        f"{f['baseline_words_per_s']:,} words/s in the same invocation):",
+        f"{f['baseline_words_per_s']:,} words/s in the same invocation; {PEER}: bench/peer.py's "
+        "query with the structured engine's Spark settings and JVM launch, one round after "
+        f"the other as the engines; {PEER_TOKENIZER_HOW}):",
         "",
         "| engine | words/s of processing | ratio to the baseline | processing of a round "
         "(median) | (mean) | batches a round | a batch with no input | restart after kill -9 "
@@ -346,7 +362,7 @@ def million_report(k: dict[str, Any]) -> list[str]:
         f"{k['lines']:,} Zipf lines over them, read in capped batches of "
         f"{MILLION_BATCH:,} lines; snapshots every 10 s; figures of the batches after the "
         "state is full; peak resident memory of the app's processes over the whole run; "
-        f"{PEER}: {PEER_KAFKA}, with the same capped batches):",
+        f"{PEER}: {PEER_KAFKA}, with the same capped batches; {PEER_TOKENIZER_HOW}):",
         "",
         "| engine | processing of a batch | words/s | driver (Python) | JVM | "
         "largest Python worker |",
@@ -363,6 +379,17 @@ def million_report(k: dict[str, Any]) -> list[str]:
     ]
 
 
+def _with_tokenizer(measure: str, seconds: dict[str, float]) -> list[tuple[str, Any, str]]:
+    """The row of a measure with the peer that counts the DStream jobs' words in the peer's
+    column, if that peer was measured."""
+    if PEER_TOKENIZER not in seconds:
+        return []
+    return [(
+        f"{measure}; {PEER} with the DStream jobs' tokenizer",
+        {**seconds, PEER: seconds[PEER_TOKENIZER]}, "",
+    )]  # fmt: skip
+
+
 def targets_report(found: dict[str, Any]) -> list[str]:
     """Each of issue 29's measures in this run: the structured engine and Spark's own
     `groupBy(word).count()`, each over the DStream engine, against the target."""
@@ -372,6 +399,7 @@ def targets_report(found: dict[str, Any]) -> list[str]:
         by_size.setdefault(r["batch_lines"], {})[r["engine"]] = r["processing_s"]
     for size, seconds in sorted(by_size.items()):
         table.append((f"Kafka, a batch of {size:,} lines", seconds, f"≤ {TARGET_BATCH}x"))
+        table += _with_tokenizer(f"Kafka, a batch of {size:,} lines", seconds)
     if "recovery" in found:
         medians = {k: r["first_batch_median_s"] for k, r in found["recovery"].items()}
         table.append(("Kafka, restart after kill -9", medians, f"≤ {TARGET_RESTART}x"))
@@ -381,20 +409,15 @@ def targets_report(found: dict[str, Any]) -> list[str]:
         table.append((
             "files, a round (median)", rounds, f"≤ {TARGET_BATCH}x, and ≤ {PEER}'s"
         ))  # fmt: skip
-        if PEER_TOKENIZER in rounds:
-            table.append((
-                f"files, a round (median); {PEER} with the DStream jobs' tokenizer",
-                {**rounds, PEER: rounds[PEER_TOKENIZER]}, "—",
-            ))  # fmt: skip
+        table += _with_tokenizer("files, a round (median)", rounds)
         medians = {k: r["first_batch_median_s"] for k, r in engines.items()
                    if "first_batch_median_s" in r}  # fmt: skip
         table.append(("files, restart after kill -9", medians, f"≤ {TARGET_RESTART}x"))
     if "million" in found:
         million = {v["variant"]: v["processing_s"] for v in found["million"]["variants"]}
-        table.append((
-            f"{found['million']['keys']:,} keys, a batch of {MILLION_BATCH:,} lines",
-            million, f"≤ {TARGET_MILLION_S} s",
-        ))  # fmt: skip
+        measure = f"{found['million']['keys']:,} keys, a batch of {MILLION_BATCH:,} lines"
+        table.append((measure, million, f"≤ {TARGET_MILLION_S} s"))
+        table += _with_tokenizer(measure, million)
     lines = [
         "**Issue 29's measures in this run** (medians from the tables above; each system's "
         "figure over the DStream engine's):",
@@ -460,14 +483,14 @@ def main() -> None:
                 [(engine, (*extra, *SNAPSHOT_EVERY)) for engine, extra in ENGINES.items()],
             )  # fmt: skip
             million = found["million"]
-            million["variants"].append({
-                "variant": PEER,
-                **plain_rate(
-                    workdir, "keys-plain", bootstrap, million["topic"],
-                    million["loading_lines"] + MILLION_LINES, MILLION_BATCH,
+            million["variants"] += [
+                {"variant": peer, **plain_rate(
+                    workdir, f"keys-{name}", bootstrap, million["topic"],
+                    million["loading_lines"] + MILLION_LINES, MILLION_BATCH, *extra,
                     skip_lines=million["loading_lines"],
-                ),
-            })  # fmt: skip
+                )}
+                for peer, name, extra in PEERS
+            ]  # fmt: skip
         report += ["", *million_report(found["million"])]
     report += ["", *targets_report(found)]
     write_json(workdir / "engines.json", found)

@@ -44,6 +44,9 @@ from streaming_app.tools.produce import generated_lines
 # Files go in this long after a batch boundary (both systems' batches start on multiples
 # of the interval in epoch time), so that one batch reads a whole round.
 MOVE_PHASE_S = 0.5
+# The Structured side counts the words of the DStream jobs' tokenizer (structured/pairs.py)
+# instead of those of Spark's split.
+APP_TOKENIZER = "--app-tokenizer"
 SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -458,7 +461,7 @@ def main() -> None:
     parser.add_argument("--progress-file", help=argparse.SUPPRESS)
     parser.add_argument("--kafka", help=argparse.SUPPRESS)
     parser.add_argument("--engine-settings", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--app-tokenizer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(APP_TOKENIZER, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", type=int, default=2, help="files per round")
     parser.add_argument("--lines-per-file", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=6)

@@ -25,11 +25,14 @@ from streaming_app.tools.produce import generated_lines, produce
 ENGINE_SETTINGS = "--engine-settings"
 
 
-def _start(base: Path, bootstrap: str, topic: str, cap: int) -> StructuredRun:
-    """The plain word count on `topic`, at most `cap` records a partition per micro-batch."""
+def _start(base: Path, bootstrap: str, topic: str, cap: int, *extra: str) -> StructuredRun:
+    """The plain word count on `topic`, at most `cap` records a partition per micro-batch.
+
+    extra: more arguments of its run (`--app-tokenizer`)."""
     return StructuredRun.start(
-        base, None, base / "checkpoint", "--kafka", f"{bootstrap},{topic},{cap}", ENGINE_SETTINGS
-    )
+        base, None, base / "checkpoint", "--kafka", f"{bootstrap},{topic},{cap}",
+        ENGINE_SETTINGS, *extra,
+    )  # fmt: skip
 
 
 def _rows(events: list[dict[str, Any]]) -> int:
@@ -43,16 +46,18 @@ def plain_rate(
     topic: str,
     lines: int,
     batch_lines: int,
-    *,
+    *extra: str,
     skip_lines: int = 0,
 ) -> dict[str, Any]:
     """bench/rates.app_rate's figures for the plain word count: a preloaded topic read in
     equal capped micro-batches, the steady ones (after the first two, or after those that
-    read the first `skip_lines` lines, and before the last), each its whole trigger."""
+    read the first `skip_lines` lines, and before the last), each its whole trigger.
+
+    extra: more arguments of its run (`--app-tokenizer`)."""
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # as app_rate caps the app
     base = workdir / name
     base.mkdir(parents=True)
-    run = _start(base, bootstrap, topic, rate * BATCH_S)
+    run = _start(base, bootstrap, topic, rate * BATCH_S, *extra)
     try:
         events = run.wait_for(lambda found: _rows(found) >= lines, timeout=120 + lines / 50)
     finally:

@@ -174,6 +174,9 @@ def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
              "recovery": {"dstream": restart, "structured": {**restart,
                           "first_batch_median_s": 25.0}}}  # fmt: skip
     found["rows"].append(row(60_000, "groupBy(word).count()", 900_000, None))
+    found["rows"].insert(
+        0, row(60_000, "the same, with the DStream jobs' tokenizer", 800_000, None)
+    )
     found["recovery"]["groupBy(word).count()"] = {**restart, "first_batch_median_s": 15.0}
     text = "\n".join(engines_report(found))
     assert "did 1,000,000 words/s in the same invocation" in text
@@ -181,6 +184,14 @@ def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
     assert "groupBy(word).count(): Spark's own word count" in text
     assert "| 60,000 | groupBy(word).count() | 900,000 | 0.9 | 0.5 s | none runs |" in text
     assert "| groupBy(word).count() | 15.0 s | 9.0, 9.1, 9.3 | 12.0 s |" in text
+    # The engines first, then the peers, each after the one it varies.
+    rows = [line.split(" | ")[1] for line in text.splitlines() if line.startswith("| 60,000 |")]
+    assert rows == [
+        "dstream",
+        "structured",
+        "groupBy(word).count()",
+        "the same, with the DStream jobs' tokenizer",
+    ]
     assert "| 60,000 | dstream | 1,100,000 | 1.1 | 0.5 s | 0.2 s | 1,100,000, 1,100,000 |" in text
     assert "| 60,000 | structured | 700,000 | 0.7 | 0.5 s | none runs |" in text
     assert text.index("| 60,000 | dstream |") < text.index("| 60,000 | structured |")
@@ -240,6 +251,7 @@ def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -
             "dstream": {"median_processing_s": 0.5, "first_batch_median_s": 7.0},
             "structured": {"median_processing_s": 1.8, "first_batch_median_s": 11.2},
             peer: {"median_processing_s": 0.9},  # no restarts measured
+            "the same, with the DStream jobs' tokenizer": {"median_processing_s": 1.2},
         }},
         "million": {"keys": 1_000_000, "variants": [
             {"variant": "dstream", "processing_s": 0.64},
@@ -257,5 +269,11 @@ def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -
     )
     assert "| files, a round (median) | 0.5 s | 1.8 s | 0.9 s | 3.60x | 1.80x |" in text
     assert "| files, restart after kill -9 | 7.0 s | 11.2 s | — | 1.60x | — | ≤ 1.25x |" in text
+    # The peer counting the engine's words in the peer's column, where it was measured.
+    assert (
+        "| files, a round (median); groupBy(word).count() with the DStream jobs' tokenizer | "
+        "0.5 s | 1.8 s | 1.2 s | 3.60x | 2.40x |  |" in text
+    )
+    assert "Kafka, a batch of 20,000 lines; groupBy" not in text
     assert "| 1,000,000 keys, a batch of 20,000 lines | 0.64 s | 1.2 s | 1.1 s |" in text
     assert text.count("| ≤ 1.0 s |") == 1
