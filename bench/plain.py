@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.harness import BATCH_S, PARTITIONS, WORDS_PER_LINE, load_topic, median
 from bench.peer import StructuredRun
+from bench.recovery import recovery_figures
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import generated_lines, produce
 
@@ -108,11 +109,4 @@ def plain_recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> di
             caught_up.append(time.time() - run.started)
     finally:
         run.stop()
-    return {
-        "runs": runs,
-        "backlog_lines": backlog,
-        "first_batch_s": [round(x, 1) for x in first],
-        "first_batch_median_s": round(median(first), 1),
-        "caught_up_s": [round(x, 1) for x in caught_up],
-        "caught_up_median_s": round(median(caught_up), 1),
-    }
+    return recovery_figures(backlog, first, caught_up)

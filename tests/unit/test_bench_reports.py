@@ -277,3 +277,14 @@ def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -
     assert "Kafka, a batch of 20,000 lines; groupBy" not in text
     assert "| 1,000,000 keys, a batch of 20,000 lines | 0.64 s | 1.2 s | 1.1 s |" in text
     assert text.count("| ≤ 1.0 s |") == 1
+
+
+def test_restart_figures_are_each_restart_and_their_medians() -> None:
+    from bench.recovery import recovery_figures
+
+    found = recovery_figures(20_000, [13.04, 12.96, 15.5], [15.12, 14.0, 16.0])
+    assert found == {
+        "runs": 3, "backlog_lines": 20_000,
+        "first_batch_s": [13.0, 13.0, 15.5], "first_batch_median_s": 13.0,
+        "caught_up_s": [15.1, 14.0, 16.0], "caught_up_median_s": 15.1,
+    }  # fmt: skip
