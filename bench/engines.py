@@ -48,8 +48,6 @@ from bench.harness import (
     write_json,
 )
 from bench.peer import (
-    APP_TOKENIZER,
-    StructuredRun,
     dstream_rounds,
     figures,
     files_app_args,
@@ -57,9 +55,10 @@ from bench.peer import (
     write_rounds,
 )
 from bench.peer import structured_rounds as peer_rounds
-from bench.plain import ENGINE_SETTINGS, plain_rate, plain_recovery
+from bench.plain import plain_rate, plain_recovery, plain_runner
 from bench.rates import idle_batches, interleaved, runner
 from bench.recovery import recovery, restart
+from bench.spark_peer import APP_TOKENIZER, ENGINE_SETTINGS, StructuredRun
 from bench.state_size import state_of_keys
 from streaming_app.common.metrics_record import BatchMetrics
 
@@ -120,9 +119,8 @@ def engines(
     # The floor: Spark's own word count on the engine's Kafka source and settings, with
     # Spark's split and with the words the engine must count (the DStream jobs' tokenizer).
     runs.update({
-        (size, peer): lambda suffix, size=size, name=name, extra=extra: plain_rate(
-            workdir, f"engines-{size}-{name}-{suffix}", bootstrap, topic, size * RUN_BATCHES,
-            size, *extra,
+        (size, peer): plain_runner(
+            workdir, f"engines-{size}-{name}", bootstrap, topic, size * RUN_BATCHES, size, *extra
         )
         for size in sizes for peer, name, extra in PEERS
     })  # fmt: skip

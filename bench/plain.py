@@ -1,6 +1,6 @@
 """Spark's own word count on the structured engine's Kafka source: the floor under it.
 
-bench/peer.py's query, `groupBy(word).count()` in update mode to the `noop` sink, reading
+bench/spark_peer.py's query, `groupBy(word).count()` in update mode to the `noop` sink, reading
 the topic through the structured engine's own Kafka data source with the engine's Spark
 settings (RocksDB with changelog checkpointing, the preloaded worker daemon): what
 Structured Streaming costs on this machine before anything the engine adds (the DStream
@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.harness import BATCH_S, PARTITIONS, WORDS_PER_LINE, load_topic, median
-from bench.peer import StructuredRun
 from bench.recovery import recovery_figures
+from bench.spark_peer import ENGINE_SETTINGS, StructuredRun
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import generated_lines, produce
-
-ENGINE_SETTINGS = "--engine-settings"
 
 
 def _start(base: Path, bootstrap: str, topic: str, cap: int, *extra: str) -> StructuredRun:
@@ -38,6 +38,10 @@ def _start(base: Path, bootstrap: str, topic: str, cap: int, *extra: str) -> Str
 
 def _rows(events: list[dict[str, Any]]) -> int:
     return sum(int(e.get("rows") or 0) for e in events)
+
+
+def _read_at_least(lines: int, events: list[dict[str, Any]]) -> bool:
+    return _rows(events) >= lines
 
 
 def plain_rate(
@@ -60,7 +64,7 @@ def plain_rate(
     base.mkdir(parents=True)
     run = _start(base, bootstrap, topic, rate * BATCH_S, *extra)
     try:
-        events = run.wait_for(lambda found: _rows(found) >= lines, timeout=120 + lines / 50)
+        events = run.wait_for(partial(_read_at_least, lines), timeout=120 + lines / 50)
     finally:
         run.stop()
     busy = [e for e in events if e.get("rows") and e.get("trigger_ms")]
@@ -95,7 +99,7 @@ def plain_recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> di
     first: list[float] = []
     caught_up: list[float] = []
     try:
-        run.wait_for(lambda found: _rows(found) >= sent, 180)
+        run.wait_for(partial(_read_at_least, sent), 180)
         for number in range(runs):
             time.sleep(6)  # as bench/recovery.py waits before its kill
             run.kill9()
@@ -105,8 +109,14 @@ def plain_recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> di
             run = _start(base, bootstrap, topic, 0)
             first.append(run.first_batch_s())
             # A micro-batch replayed after a kill is in the progress twice: >= is enough.
-            run.wait_for(lambda found, sent=sent: _rows(found) >= sent, 300)
+            run.wait_for(partial(_read_at_least, sent), 300)
             caught_up.append(time.time() - run.started)
     finally:
         run.stop()
     return recovery_figures(backlog, first, caught_up)
+
+
+def plain_runner(workdir: Path, name: str, *args: Any) -> Callable[[str], dict[str, Any]]:
+    """plain_rate(workdir, name, *args) as a run of bench/rates.interleaved (its name gets a
+    suffix)."""
+    return lambda suffix: plain_rate(workdir, f"{name}-{suffix}", *args)
