@@ -16,7 +16,7 @@ interval; the structured engine runs no micro-batch without new input), and the 
 from a restart after kill -9 to the first completed batch (bench/recovery.py).
 
 Beside them, in the same invocation, the floor under the structured engine: Spark's own
-`groupBy(word).count()` with nothing of the engine's (bench/peer.py's query; on Kafka
+`groupBy(word).count()` with nothing of the engine's (bench/spark_peer.py's query; on Kafka
 through the engine's own data source and Spark settings, bench/plain.py), in the same
 batches, restarts and state of many keys.
 """
@@ -66,7 +66,7 @@ ENGINES: dict[str, tuple[str, ...]] = {"dstream": (), "structured": ("--engine",
 RUN_BATCHES = EXACT_CHECKPOINT_BATCHES + 3  # 2 warm-up, a checkpoint interval, the last
 PEER = "groupBy(word).count()"
 PEER_KAFKA = (
-    "Spark's own word count, bench/peer.py's query to the `noop` sink, through the "
+    "Spark's own word count, bench/spark_peer.py's query to the `noop` sink, through the "
     "structured engine's Kafka data source, with its Spark settings and JVM launch "
     "(bench/plain.py)"
 )
@@ -239,8 +239,17 @@ def files_restarts(
     return first
 
 
+def of_restarts(first: list[float]) -> dict[str, Any]:
+    """Each restart's seconds to its first completed batch, and their median."""
+    return {
+        "first_batch_s": [round(x, 1) for x in first],
+        "first_batch_median_s": round(median(first), 1),
+    }
+
+
 def peer_restart(base: Path) -> tuple[StructuredRun, float]:
-    """bench/peer.py's word count started again on its rounds run's checkpoint in base."""
+    """Spark's own word count (bench/spark_peer.py) started again on the checkpoint of its
+    rounds run in base."""
     run = StructuredRun.start(base, base / "structured-in", base / "structured-ck", *PEER_ARGS)
     return run, run.first_batch_s()
 
@@ -267,6 +276,11 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
     lines = per_file * FILES_PER_ROUND
     words = lines * WORDS_PER_LINE
     baseline = median([files_baseline_seconds(paths) for paths in measured])
+
+    def of_rounds(read: list[Any]) -> dict[str, Any]:
+        found = figures(read, words)
+        return {**found, "ratio": round(found["median_words_per_s"] * baseline / words, 3)}
+
     found: dict[str, Any] = {}
     for number, (engine, extra) in enumerate(ENGINES.items()):
         sinks = exact_args(base / engine)
@@ -280,33 +294,22 @@ def files_engines(workdir: Path, rounds: int, round_lines: int, restarts: int) -
             base / engine / "in", base / engine / "staging",
             partial(restart, base, engine, args), again,
         )  # fmt: skip
-        found[engine] = {
-            **figures(read, words),
-            "idle_s": idle_s,
-            "first_batch_s": [round(x, 1) for x in first],
-            "first_batch_median_s": round(median(first), 1),
-        }
-        found[engine]["ratio"] = round(found[engine]["median_words_per_s"] * baseline / words, 3)
+        found[engine] = {**of_rounds(read), "idle_s": idle_s, **of_restarts(first)}
     # The peer users would write instead: Spark's own word count, groupBy(word).count(),
-    # on the same rounds (bench/peer.py's query; no exactness beyond Spark's, no sinks).
+    # on the same rounds (bench/spark_peer.py's query; no exactness beyond Spark's, no sinks).
     (base / PEER).mkdir()
-    found[PEER] = figures(peer_rounds(base / PEER, measured, lines, *PEER_ARGS), words)
-    found[PEER]["ratio"] = round(found[PEER]["median_words_per_s"] * baseline / words, 3)
+    found[PEER] = of_rounds(peer_rounds(base / PEER, measured, lines, *PEER_ARGS))
     again = spare[len(ENGINES) * (restarts + 1) :]
     first = files_restarts(
         base / PEER / "structured-in", base / PEER / "structured-staging",
         partial(peer_restart, base / PEER), again,
     )  # fmt: skip
-    found[PEER]["first_batch_s"] = [round(x, 1) for x in first]
-    found[PEER]["first_batch_median_s"] = round(median(first), 1)
+    found[PEER].update(of_restarts(first))
     # The same query with the words the structured engine must count: the DStream jobs'
     # tokenizer in Python (mapInArrow), not Spark's split.
     (base / "peer-tokenizer").mkdir()
     tokenized = peer_rounds(base / "peer-tokenizer", measured, lines, *PEER_ARGS, APP_TOKENIZER)
-    found[PEER_TOKENIZER] = figures(tokenized, words)
-    found[PEER_TOKENIZER]["ratio"] = round(
-        found[PEER_TOKENIZER]["median_words_per_s"] * baseline / words, 3
-    )
+    found[PEER_TOKENIZER] = of_rounds(tokenized)
     return {
         "rounds": rounds,
         "files_per_round": FILES_PER_ROUND,
@@ -329,9 +332,9 @@ def files_report(f: dict[str, Any]) -> list[str]:
         f"counted; medians over the {steady} round{'s' if steady != 1 else ''} after the first; "
         "the engines one after "
         "the other; the baseline, `Counter` over one round's lines in one process, did "
-        f"{f['baseline_words_per_s']:,} words/s in the same invocation; {PEER}: bench/peer.py's "
-        "query with the structured engine's Spark settings and JVM launch, one round after "
-        f"the other as the engines; {PEER_TOKENIZER_HOW}):",
+        f"{f['baseline_words_per_s']:,} words/s in the same invocation; {PEER}: "
+        "bench/spark_peer.py's query with the structured engine's Spark settings and JVM "
+        f"launch, one round after the other as the engines; {PEER_TOKENIZER_HOW}):",
         "",
         "| engine | words/s of processing | ratio to the baseline | processing of a round "
         "(median) | (mean) | batches a round | a batch with no input | restart after kill -9 "

@@ -13,14 +13,14 @@ target the floor alone misses shows as such.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.harness import BATCH_S, PARTITIONS, WORDS_PER_LINE, load_topic, median
+from bench.harness import BATCH_S, PARTITIONS, WORDS_PER_LINE, load_topic
+from bench.rates import batch_figures, steady_batches
 from bench.recovery import recovery_figures
 from bench.spark_peer import ENGINE_SETTINGS, StructuredRun
 from streaming_app.sources.kafka.client import KafkaConnection
@@ -69,23 +69,11 @@ def plain_rate(
     finally:
         run.stop()
     busy = [e for e in events if e.get("rows") and e.get("trigger_ms")]
-    if skip_lines:
-        read = list(itertools.accumulate(int(e["rows"]) for e in busy))
-        steady = [e for e, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
-        steady = steady[:-1] or steady
-    else:
-        steady = busy[2:-1] or busy
-    seconds = [e["trigger_ms"] / 1000 for e in steady]
-    rows = sum(int(e["rows"]) for e in steady)
+    steady = steady_batches(busy, [int(e["rows"]) for e in busy], skip_lines)
     return {
         "batch_lines": PARTITIONS * rate * BATCH_S,
-        "batches": len(steady),
-        "processing_s": round(median(seconds), 3),
-        "words_per_s": round(median([int(e["rows"]) * WORDS_PER_LINE / s for e, s in zip(
-            steady, seconds, strict=True)])),
-        "mean_words_per_s": round(rows * WORDS_PER_LINE / max(sum(seconds), 1e-9)),
-        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
-    }  # fmt: skip
+        **batch_figures([(int(e["rows"]), e["trigger_ms"] / 1000) for e in steady]),
+    }
 
 
 def plain_recovery(workdir: Path, bootstrap: str, runs: int, backlog: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.harness import (
     BATCH_S,
@@ -19,6 +19,8 @@ from bench.harness import (
 )
 from bench.memory import RssTimeline, batch_window, peak_during
 from streaming_app.common.metrics_record import BatchMetrics
+
+T = TypeVar("T")
 
 
 def app_rate(
@@ -71,23 +73,10 @@ def app_rate(
             found = peak_during(timeline.samples, [batch_window(b) for b in chosen])
             memory_figures.update({f"{label}_{kind}": mib for kind, mib in found.items()})
     busy = [b for b in batches if b.records and b.processing_ms]
-    if skip_lines:
-        read = list(itertools.accumulate(b.records or 0 for b in busy))
-        steady = [b for b, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
-        steady = steady[:-1] or steady
-    else:
-        steady = busy[2:-1] or busy  # without the JVM warm-up and the last, partial batch
-    seconds = [(b.processing_ms or 0) / 1000 for b in steady]
-    words = [(b.records or 0) * WORDS_PER_LINE / s for b, s in zip(steady, seconds, strict=True)]
+    steady = steady_batches(busy, [b.records or 0 for b in busy], skip_lines)
     return {
         "batch_lines": PARTITIONS * rate * BATCH_S,
-        "batches": len(steady),
-        "processing_s": round(median(seconds), 3),
-        "words_per_s": round(median(words)),
-        "mean_words_per_s": round(
-            sum(b.records or 0 for b in steady) * WORDS_PER_LINE / max(sum(seconds), 1e-9)
-        ),
-        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
+        **batch_figures([(b.records or 0, (b.processing_ms or 0) / 1000) for b in steady]),
         "max_scheduling_delay_s": round(
             max((b.scheduling_delay_ms or 0 for b in steady), default=0) / 1000, 2
         ),
@@ -96,6 +85,30 @@ def app_rate(
         **memory_figures,
         **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
+
+
+def steady_batches(busy: list[T], records: list[int], skip_lines: int) -> list[T]:
+    """The steady batches of a run's busy ones (`records`: each one's): after the first two
+    (JVM warm-up), or after those that read the first `skip_lines` lines, and before the
+    last (partial) one."""
+    if skip_lines:
+        read = list(itertools.accumulate(records))
+        steady = [b for b, before in zip(busy, [0, *read], strict=False) if before >= skip_lines]
+        return steady[:-1] or steady
+    return busy[2:-1] or busy
+
+
+def batch_figures(steady: list[tuple[int, float]]) -> dict[str, Any]:
+    """Figures of the steady batches, each (records, processing seconds)."""
+    seconds = [s for _, s in steady]
+    records = sum(r for r, _ in steady)
+    return {
+        "batches": len(steady),
+        "processing_s": round(median(seconds), 3),
+        "words_per_s": round(median([r * WORDS_PER_LINE / s for r, s in steady])),
+        "mean_words_per_s": round(records * WORDS_PER_LINE / max(sum(seconds), 1e-9)),
+        "mean_processing_s": round(sum(seconds) / len(seconds), 3),
+    }
 
 
 def idle_batches(batches: list[BatchMetrics], after_lines: int) -> list[BatchMetrics]:

@@ -255,3 +255,25 @@ def test_a_course_of_points_leaves_out_those_before_the_warm_up() -> None:
     found = course(points, since=5.0)
     assert found["start_mib"] == 100 and found["end_mib"] == 110 and found["peak_mib"] == 110
     assert found["slope_mib_h"] == 10.0
+
+
+def test_the_steady_batches_skip_the_warm_up_or_the_loading_and_the_last() -> None:
+    from bench.rates import steady_batches
+
+    busy = ["a", "b", "c", "d", "e"]
+    assert steady_batches(busy, [10] * 5, 0) == ["c", "d"]  # two warm-up, the last partial
+    # After those that read the first 20 lines (a, b), and without the last.
+    assert steady_batches(busy, [10] * 5, 20) == ["c", "d"]
+    assert steady_batches(busy, [10] * 5, 30) == ["d"]
+    assert steady_batches(["a", "b"], [10, 10], 0) == ["a", "b"]  # too few: all of them
+
+
+def test_batch_figures_are_medians_and_means_of_the_steady_batches() -> None:
+    from bench.rates import batch_figures
+
+    found = batch_figures([(1000, 1.0), (1000, 2.0), (2000, 1.0)])
+    assert found == {
+        "batches": 3, "processing_s": 1.0,
+        "words_per_s": 10_000,  # median of 10,000, 5,000 and 20,000 words/s
+        "mean_words_per_s": 10_000, "mean_processing_s": 1.333,
+    }  # fmt: skip
