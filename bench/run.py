@@ -28,6 +28,7 @@ from bench.exact import EXACT_SIZES, HEADLINE_LINES, exact_report, exact_through
 from bench.harness import broker, machine, write_json
 from bench.micro import micro, micro_report, per_line, per_line_report
 from bench.peer import peer, peer_report
+from bench.quix import QUIX_LINES, quix_bench, quix_report
 from bench.recovery import recovery, recovery_report
 from bench.state_cost import (
     MILLION,
@@ -43,18 +44,18 @@ from bench.throughput import BATCH_SIZES, OPTIMIZATIONS, throughput, throughput_
 
 # Every benchmark, in the order of the report; a full run runs them all.
 BENCHMARKS = ("exact", "throughput", "micro", "checkpoint", "state", "cost-vs-state",
-              "million", "peer", "recovery")  # fmt: skip
+              "million", "peer", "recovery", "quix")  # fmt: skip
 
 SMOKE: dict[str, Any] = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500, keys=2_000,
              key_lines=1_000, files=1, file_lines=500, rounds=2, app_runs=1,
              checkpoint_runs=1, exact_sizes=(400,), exact_headline=400,
              state_keys=(2_000,), million=2_000, every=2, busy=4, idle=4,
-             cost_runs=1)  # fmt: skip
+             cost_runs=1, quix_lines=2_000)  # fmt: skip
 FULL: dict[str, Any] = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
             keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000, rounds=6,
             app_runs=3, checkpoint_runs=3, exact_sizes=EXACT_SIZES,
             exact_headline=HEADLINE_LINES, state_keys=STATE_KEYS, million=MILLION,
-            every=10, busy=12, idle=12, cost_runs=2)  # fmt: skip
+            every=10, busy=12, idle=12, cost_runs=2, quix_lines=QUIX_LINES)  # fmt: skip
 
 
 def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -104,6 +105,11 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
             found["per_line_lines"] = lines // 2
         if "recovery" in names:
             found["recovery"] = recovery(workdir, bootstrap, sizes["kills"], sizes["backlog"])
+        if "quix" in names:
+            found["quix"] = quix_bench(
+                workdir, bootstrap, sizes["quix_lines"], sizes["app_runs"],
+                sizes["exact_headline"], sizes["every"],
+            )  # fmt: skip
     return found
 
 
@@ -128,6 +134,7 @@ REPORTS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "million": lambda r: million_report(r["state_cost"]),
     "peer": lambda r: peer_report(r["peer"]),
     "recovery": lambda r: recovery_report(r["recovery"]),
+    "quix": lambda r: quix_report(r["quix"]),
 }  # fmt: skip
 
 

@@ -144,3 +144,20 @@ def test_sink_pass_runs_both_paths_and_they_agree() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| state of 2,000 keys in 64 buckets |" in result.stdout
     assert "| top 10 of the buckets' tops (after) |" in result.stdout
+
+
+def test_bench_smoke_against_quixstreams(tmp_path: Path) -> None:
+    # quixstreams' job runs in .venv-quix (made on first use); its totals are read back.
+    result = _smoke(tmp_path, "quix")
+    assert result.returncode == 0, result.stderr[-3000:]
+    quix = json.loads((tmp_path / "results.json").read_text())["quix"]
+    assert quix["app"]["words_per_s"] > 0 and quix["baseline_words_per_s"] > 0
+    assert quix["quix_words"] == 2_000 * 10 and quix["quix_keys"] > 0
+    assert [(v["guarantee"], v["instances"]) for v in quix["quix"]] == [
+        ("at-least-once", 1), ("exactly-once", 1), ("exactly-once", 2), ("at-least-once", 1)
+    ]  # fmt: skip
+    for variant in quix["quix"]:
+        assert variant["words_per_s"] > 0 and variant["start_s"] > 0
+    # The three that send their totals on sent every word's; the fourth sends nothing.
+    assert [v["exact"] for v in quix["quix"]] == [[True], [True], [True], [None]]
+    assert "| quixstreams, exactly-once, totals to a topic, 2 instances |" in result.stdout

@@ -288,3 +288,31 @@ def test_restart_figures_are_each_restart_and_their_medians() -> None:
         "first_batch_s": [13.0, 13.0, 15.5], "first_batch_median_s": 13.0,
         "caught_up_s": [15.1, 14.0, 16.0], "caught_up_median_s": 15.1,
     }  # fmt: skip
+
+
+def test_the_quixstreams_table_has_the_app_the_baseline_and_each_variant() -> None:
+    from bench.quix import VARIANTS, quix_report
+
+    variants = [
+        {"label": label, "guarantee": guarantee, "instances": instances,
+         "words_per_s": 10_000 + i, "runs_words_per_s": [10_000 + i], "start_s": 7.5,
+         "ratio": 0.01, "exact": [True] if output else [None]}
+        for i, (label, guarantee, instances, output) in enumerate(VARIANTS)
+    ]  # fmt: skip
+    lines = quix_report({
+        "baseline_words_per_s": 1_000_000, "headline_lines": 60_000, "checkpoint_batches": 10,
+        "app": {"words_per_s": 900_000, "runs_words_per_s": [900_000], "ratio": 0.9},
+        "quix_lines": 50_000, "quix_words": 500_000, "quix_keys": 40_000, "quix": variants,
+    })  # fmt: skip
+    rows = [line for line in lines if line.startswith("| ")]
+    assert rows[1].startswith("| baseline: one kafka-python consumer + `Counter` | 1,000,000 |")
+    assert rows[2].startswith(
+        "| **streaming_app, files + console sinks, 60,000-line batches** | **900,000** | **0.9** |"
+    )
+    assert rows[3].startswith(
+        "| quixstreams, at-least-once (its default), totals to a topic | 10,000 |"
+    )
+    assert "| yes (1 of 1 runs) |" in rows[3]
+    assert rows[6].startswith("| quixstreams, at-least-once, no output")
+    assert "| — (no output) |" in rows[6]
+    assert len(rows) == 3 + len(VARIANTS)
