@@ -179,14 +179,17 @@ def read_totals(python: Path, bootstrap: str, topic: str) -> dict[str, int]:
 
 
 def quix_bench(
-    workdir: Path, bootstrap: str, quix_lines: int, runs: int, headline: int, every: int
-) -> dict[str, Any]:
-    """The app and quixstreams side by side (see the module's docstring)."""
+    workdir: Path, bootstrap: str, quix_lines: int, runs: int, headline: int, every: int,
+    baseline_lines: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The app and quixstreams side by side (see the module's docstring); the baseline
+    over the first `baseline_lines` lines of the app's topic, as bench/exact.py's."""
     python = quix_python()
     app_lines = headline * (every + 3)
     topic = load_topic(bootstrap, app_lines)
-    baseline = median([baseline_seconds(bootstrap, topic, app_lines) for _ in range(runs)])
-    base_words = app_lines * WORDS_PER_LINE / baseline
+    baseline_lines = min(baseline_lines, app_lines)
+    baseline = median([baseline_seconds(bootstrap, topic, baseline_lines) for _ in range(runs)])
+    base_words = baseline_lines * WORDS_PER_LINE / baseline
     quix_in, truth = quix_topic(bootstrap, quix_lines)
     app_run = runner(workdir, "app-exact", bootstrap, topic, app_lines, headline,
                      exact=every, per_batch=steady_cycle(every))  # fmt: skip
@@ -200,7 +203,7 @@ def quix_bench(
                                               f"quix{index}-r{number}"))  # fmt: skip
     app_words = [r["mean_words_per_s"] for r in app_runs]
     return {
-        "baseline_lines": app_lines,
+        "baseline_lines": baseline_lines,
         "baseline_runs": runs,
         "baseline_words_per_s": round(base_words),
         "headline_lines": headline,
