@@ -154,10 +154,12 @@ def quix_rate(
     jobs = [
         QuixJob(python, workdir, f"{name}-{i}",
                 job_args(bootstrap, topic, group, workdir / f"{name}-state-{i}", guarantee,
-                         out, idle=5))
+                         out, idle=10))
         for i in range(instances)
     ]  # fmt: skip
     found = [job.finish(timeout=120 + words / 2_000) for job in jobs]
+    if not any(f["first"] for f in found):
+        raise RuntimeError(f"{name}: no instance counted a word (logs: {workdir}/{name}-*.log)")
     first = min(f["first"] for f in found if f["first"])
     last = max(f["last"] for f in found if f["last"])
     return {

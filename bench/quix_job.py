@@ -9,9 +9,9 @@ shape a running total per key: the lines split on whitespace into words, the wor
 re-keyed with `group_by` (quixstreams keeps state per message key, so it sends every word
 through a repartition topic), a stateful count per word, and with `--output` each new
 total sent to a topic, the way a quixstreams job hands its results on. It stops once no
-message came for `--idle` seconds and writes what it counted to `--result` (JSON). `totals`
-reads such an output topic to its end (committed transactions only) and prints the last
-total of each word as JSON.
+word came for `--idle` seconds (or none at all in two minutes) and writes what it counted
+to `--result` (JSON). `totals` reads such an output topic to its end (committed
+transactions only) and prints the last total of each word as JSON.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
 STARTED = time.time()
+GIVE_UP_S = 120.0  # an instance that counted nothing by then stops
 
 
 def count(args: argparse.Namespace) -> None:
@@ -59,9 +61,24 @@ def count(args: argparse.Namespace) -> None:
     if args.output:
         out = app.topic(args.output, value_serializer="json", key_serializer="str")
         sdf = sdf.to_topic(out, key=lambda total: total["word"])
-    app.run(timeout=args.idle)
+    # quixstreams' own run(timeout=...) counts from the last rebalance: two instances joining
+    # one after the other could both stop before their first message. Stop instead once a
+    # word was counted and none came for `idle` seconds, or none came at all in GIVE_UP_S.
+    threading.Thread(target=stop_when_quiet, args=(app, seen, args.idle), daemon=True).start()
+    app.run()
     with open(args.result, "w") as result:
         json.dump({**seen, "started": STARTED, "pid": os.getpid()}, result)
+
+
+def stop_when_quiet(app: Any, seen: dict[str, Any], idle: float) -> None:
+    while True:
+        time.sleep(0.2)
+        last = seen["last"]
+        if (last is not None and time.time() - last >= idle) or (
+            last is None and time.time() - STARTED >= GIVE_UP_S
+        ):
+            app.stop()
+            return
 
 
 def totals(args: argparse.Namespace) -> None:
