@@ -66,7 +66,7 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
         if "exact" in names:
             found["exact"] = exact_throughput(
                 workdir, bootstrap, sizes["exact_sizes"], sizes["app_runs"], lines, sizes["runs"],
-                sizes["exact_headline"], sizes["every"], lines,
+                sizes["exact_headline"], sizes["every"],
             )  # fmt: skip
         if "throughput" in names:
             found["runs"] = sizes["runs"]
