@@ -121,7 +121,7 @@ def main() -> None:
     read = verbs.add_parser("totals")
     read.add_argument("--broker", required=True)
     read.add_argument("--topic", required=True)
-    read.add_argument("--idle", type=float, default=5.0)
+    read.add_argument("--idle", type=float, default=10.0, help="stop after this long quiet, s")
     args = parser.parse_args()
     {"count": count, "totals": totals}[args.verb](args)
 
