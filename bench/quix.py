@@ -93,14 +93,9 @@ def quix_topic(bootstrap: str, lines: int) -> tuple[str, Counter[str]]:
             "retention.ms": "-1", "retention.bytes": "-1"})])  # fmt: skip
     finally:
         admin.close()
-    corpus = generated_lines(WORDS_PER_LINE, VOCABULARY, 1)
-    produce(KafkaConnection(bootstrap), topic, corpus, lines, 0, PARTITIONS)
-    truth = Counter(
-        word
-        for line in islice(generated_lines(WORDS_PER_LINE, VOCABULARY, 1), lines)
-        for word in line.split()
-    )
-    return topic, truth
+    corpus = list(islice(generated_lines(WORDS_PER_LINE, VOCABULARY, 1), lines))
+    produce(KafkaConnection(bootstrap), topic, iter(corpus), lines, 0, PARTITIONS)
+    return topic, Counter(word for line in corpus for word in line.split())
 
 
 class QuixJob:
@@ -157,14 +152,18 @@ def quix_rate(
                          out, idle=10))
         for i in range(instances)
     ]  # fmt: skip
-    found = [job.finish(timeout=120 + words / 2_000) for job in jobs]
+    try:
+        found = [job.finish(timeout=120 + words / 2_000) for job in jobs]
+    finally:  # one instance failed: the others go too
+        for job in jobs:
+            if job.proc.poll() is None:
+                stop_group(job.proc, grace=10)
     if not any(f["first"] for f in found):
         raise RuntimeError(f"{name}: no instance counted a word (logs: {workdir}/{name}-*.log)")
     first = min(f["first"] for f in found if f["first"])
     last = max(f["last"] for f in found if f["last"])
     return {
         "words_per_s": round(words / (last - first)),
-        "processed": sum(f["words"] for f in found),
         "start_s": round(first - min(f["started"] for f in found), 1),
         "exact": read_totals(python, bootstrap, out) == truth if out else None,
     }
@@ -204,6 +203,7 @@ def quix_bench(
                                               guarantee, instances, output,
                                               f"quix{index}-r{number}"))  # fmt: skip
     app_words = [r["mean_words_per_s"] for r in app_runs]
+    quix_words = {label: [r["words_per_s"] for r in runs] for label, runs in quix_runs.items()}
     return {
         "baseline_lines": baseline_lines,
         "baseline_runs": runs,
@@ -224,10 +224,10 @@ def quix_bench(
                 "label": label,
                 "guarantee": guarantee,
                 "instances": instances,
-                "words_per_s": round(median([r["words_per_s"] for r in quix_runs[label]])),
-                "runs_words_per_s": [r["words_per_s"] for r in quix_runs[label]],
+                "words_per_s": round(median(quix_words[label])),
+                "runs_words_per_s": quix_words[label],
                 "start_s": round(median([r["start_s"] for r in quix_runs[label]]), 1),
-                "ratio": ratio(median([r["words_per_s"] for r in quix_runs[label]]), base_words),
+                "ratio": ratio(median(quix_words[label]), base_words),
                 "exact": [r["exact"] for r in quix_runs[label]],
             }
             for label, guarantee, instances, _ in VARIANTS
