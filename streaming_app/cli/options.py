@@ -86,6 +86,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help=setting_help("allow_local_checkpoint"),
             ),
+            _option("spark_secret_file", metavar="FILE"),
             _option("stop_timeout", metavar="SECONDS"),
             _option("metrics_file", metavar="FILE"),
             click.option(
@@ -106,7 +107,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "spark_conf",
                 multiple=True,
                 metavar="KEY=VALUE",
-                help="a Spark setting for a new context; repeatable",
+                help="a Spark setting (applies to a recovered context too); repeatable",
             ),
         ]
     ):

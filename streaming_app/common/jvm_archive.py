@@ -22,6 +22,7 @@ is as slow as without one.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 import subprocess
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 
 from streaming_app.common.java import java_binary
+
+log = logging.getLogger(__name__)
 
 # "0" turns the archive off for the JVMs the app launches.
 ENV = "STREAMING_APP_JVM_ARCHIVE"
@@ -43,6 +46,8 @@ LOG4J = "log4j2.properties"
 QUIET = ("-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 BUILD_TIMEOUT_S = 900
 EXTRA_JAVA = "spark.driver.extraJavaOptions"
+JAVA_OPTIONS = "--driver-java-options"
+PROPERTIES = "--properties-file"
 
 
 def archive_dir() -> Path:
@@ -82,7 +87,11 @@ def usable_archive(conf_dir: str | None, repo_conf: str | None) -> Path | None:
     if os.environ.get(ENV, "1") == "0" or conf_dir is None or conf_dir != repo_conf:
         return None
     conf = Path(conf_dir)
-    if any(p.name not in (SPARK_DEFAULTS, LOG4J) and p.suffix != ".ini" for p in conf.iterdir()):
+    # Spark reads no subdirectory of a conf directory (conf/secure/ is one of its own).
+    if any(
+        p.name not in (SPARK_DEFAULTS, LOG4J) and p.suffix != ".ini" and not p.is_dir()
+        for p in conf.iterdir()
+    ):
         return None
     # The launch's --driver-java-options would replace the file's own; a class path of its
     # own does not match the archive's.
@@ -101,7 +110,7 @@ def submit_options(conf_dir: str, java_option: str, given_java: str = "") -> lis
     conf = Path(conf_dir)
     java = [java_option, *QUIET, f"-Dlog4j2.configurationFile={(conf / LOG4J).as_uri()}"]
     options = " ".join(part for part in (given_java, shlex.join(java)) if part)
-    return ["--properties-file", str(conf / SPARK_DEFAULTS), "--driver-java-options", options]
+    return [PROPERTIES, str(conf / SPARK_DEFAULTS), JAVA_OPTIONS, options]
 
 
 def launch(
@@ -118,17 +127,25 @@ def launch(
     archive = usable_archive(conf_dir, repo_conf)
     if archive is None or conf_dir is None:
         return command, env
-    # --driver-java-options would replace a spark.driver.extraJavaOptions given as --conf
-    # (the app passes its SparkConf so): it takes that value along instead.
-    rest, given = [], ""
+    # spark-submit keeps the last of an option given twice: the options the archive's launch
+    # adds would replace the user's own (in PYSPARK_SUBMIT_ARGS). Java options are taken
+    # along, before the archive's; a properties file of the user's is left to work alone.
+    rest, given = [], []
     args = iter(command[:-1])
     for arg in args:
-        value = next(args, "") if arg == "--conf" else None
-        if value is not None and value.startswith(f"{EXTRA_JAVA}="):
-            given = value.split("=", 1)[1]
+        value = next(args, "") if arg in ("--conf", JAVA_OPTIONS, PROPERTIES) else None
+        if arg == PROPERTIES:
+            log.info("the JVM class archive is not used: PYSPARK_SUBMIT_ARGS names %s", arg)
+            return command, env
+        if arg == JAVA_OPTIONS:
+            given.append(value or "")
+        elif value is not None and arg == "--conf" and value.startswith(f"{EXTRA_JAVA}="):
+            given.append(value.split("=", 1)[1])
         else:
             rest += [arg] if value is None else [arg, value]
-    options = submit_options(conf_dir, f"-XX:SharedArchiveFile={archive}", given)
+    options = submit_options(
+        conf_dir, f"-XX:SharedArchiveFile={archive}", " ".join(g for g in given if g)
+    )
     return [*rest, *options, command[-1]], {
         **env,
         "SPARK_CONF_DIR": str(empty_conf_dir()),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkContext
 from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.common.batch_time import spark_seconds
@@ -18,7 +18,7 @@ from streaming_app.jobs.counting import (
     update_function,
     values_only,
 )
-from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
+from streaming_app.lifecycle.spark_context import spark_context
 from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
 from streaming_app.recovery.restore import Seed, seed_state, seeded_config
 from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
@@ -31,7 +31,7 @@ from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
 
-# Spark settings the app relies on; conf/spark-defaults.conf or --spark-conf may override.
+# Spark settings the app relies on; spark-defaults.conf, --conf or --spark-conf may override.
 ESSENTIAL_SPARK_CONF = {
     # SIGTERM to the JVM also finishes the batches in flight.
     "spark.streaming.stopGracefullyOnShutdown": "true",
@@ -41,15 +41,27 @@ ESSENTIAL_SPARK_CONF = {
 }
 
 
-def choose_worker_daemon(sc: SparkContext, config: AppConfig) -> None:
-    """Python workers fork from the app's preloaded daemon on a local master (daemon_module).
+def dstream_spark_context(config: AppConfig) -> SparkContext:
+    """The SparkContext of this run, with today's settings (lifecycle/spark_context.py).
 
-    Set on the live conf at every start (a checkpoint would keep a stale choice);
-    `--spark-conf spark.python.daemon.module=...` overrides it.
+    Made before getOrCreate, so a recovered context runs on it as a new one does.
     """
-    if any(key == DAEMON_MODULE for key, _ in config.spark_conf):
-        return
-    sc._conf.set(DAEMON_MODULE, daemon_module(str(sc.master)))
+    defaults = dict(ESSENTIAL_SPARK_CONF)
+    forced = {
+        # The launcher turns progress bars on for pyspark-shell, and they would garble
+        # the console sink's lines. --spark-conf can still turn them on.
+        "spark.ui.showConsoleProgress": ("false", "progress bars garble the console sink"),
+    }
+    if config.source == "socket":
+        # Received lines go to a write-ahead log in the checkpoint directory, so that
+        # batches recomputed after a restart still have their input (otherwise the
+        # totals would fall back to the last state checkpoint).
+        forced["spark.streaming.receiver.writeAheadLog.enable"] = (
+            "true",
+            "the socket source's lines must survive a restart",
+        )
+    sc: SparkContext = spark_context(config, defaults, forced)
+    return sc
 
 
 def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tuple[Any, Any]:
@@ -92,20 +104,7 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
         config.checkpoint_dir,
         f" seeded from snapshot {seed.path}" if seed else "",
     )
-    conf = SparkConf().setAppName(config.app_name)
-    for key, value in ESSENTIAL_SPARK_CONF.items():
-        conf.setIfMissing(key, value)
-    # Set, not setIfMissing: the launcher turns progress bars on for pyspark-shell, and
-    # they would garble the console sink's lines. --spark-conf can still turn them on.
-    conf.set("spark.ui.showConsoleProgress", "false")
-    if config.source == "socket":
-        # Received lines go to a write-ahead log in the checkpoint directory, so that
-        # batches recomputed after a restart still have their input (otherwise the
-        # totals would fall back to the last state checkpoint).
-        conf.set("spark.streaming.receiver.writeAheadLog.enable", "true")
-    for key, value in config.spark_conf:
-        conf.set(key, value)
-    sc = SparkContext.getOrCreate(conf)
+    sc = dstream_spark_context(config)
     ssc = StreamingContext(sc, spark_seconds(config.batch_ms))  # type: ignore[arg-type]
     ssc.checkpoint(config.checkpoint_dir)
     metadata = CheckpointMetadata.for_config(

@@ -12,7 +12,9 @@ from typing import Any
 from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.common.spark_env import under_spark_submit
-from streaming_app.errors import CheckpointError, StreamingFailedError
+from streaming_app.errors import CheckpointError, StreamingAppError, StreamingFailedError
+from streaming_app.lifecycle.spark_context import changed_settings, conf_pairs
+from streaming_app.lifecycle.spark_secret import warn_secret_in_checkpoint
 from streaming_app.recovery.guard import (
     RESTORE,
     StartPlan,
@@ -46,7 +48,7 @@ def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, boo
     """StreamingContext.getOrCreate with our factory; returns (context, created_new)."""
     from pyspark.streaming import StreamingContext
 
-    from streaming_app.dstream.factory import create_context
+    from streaming_app.dstream.factory import create_context, dstream_spark_context
 
     created = []
 
@@ -55,7 +57,12 @@ def get_or_create(config: AppConfig, seed: Seed | None = None) -> tuple[Any, boo
         return create_context(config, seed)
 
     try:
+        # Today's settings, before Spark reads the checkpoint: a recovered context takes
+        # this SparkContext instead of the settings stored in the checkpoint.
+        dstream_spark_context(config)
         ssc = StreamingContext.getOrCreate(config.checkpoint_dir, factory)
+    except StreamingAppError:
+        raise
     except Exception as exc:
         summary = java_summary(exc)
         text = failure_text(exc)
@@ -137,9 +144,6 @@ def start_streaming(config: AppConfig, listener: Callable[[int | None], Any]) ->
         # Spark queues the missed intervals at start(): up to the next interval from now.
         replay_until = None if created else int(time.time() * 1000) + config.batch_ms
         ssc.addStreamingListener(listener(replay_until))
-        from streaming_app.dstream.factory import choose_worker_daemon
-
-        choose_worker_daemon(ssc.sparkContext, config)
         try:
             ssc.start()
             return ssc
@@ -229,6 +233,7 @@ def log_recovery(ssc: Any, config: AppConfig) -> int | None:
         checkpoint = ssc._jssc.ssc().initialCheckpoint()
         checkpoint_ms = int(checkpoint.checkpointTime().milliseconds())
         batch_ms = int(checkpoint.graph().batchDuration().milliseconds())
+        recorded = conf_pairs(checkpoint.sparkConfPairs())
     except Exception:
         log.info("Recovered streaming context from checkpoint %s", config.checkpoint_dir)
         return None
@@ -242,6 +247,7 @@ def log_recovery(ssc: Any, config: AppConfig) -> int | None:
         stamp.strftime("%Y-%m-%d %H:%M:%S"),
         missed,
     )
+    log_settings(ssc, config, recorded)
     if config.source == "kafka" and missed > 1:
         if config.max_rate_per_partition:
             log.info(
@@ -256,6 +262,19 @@ def log_recovery(ssc: Any, config: AppConfig) -> int | None:
                 "whole backlog at once; set a cap to keep each replayed batch bounded"
             )
     return checkpoint_ms
+
+
+def log_settings(ssc: Any, config: AppConfig, recorded: dict[str, str]) -> None:
+    """Say which Spark settings differ from the checkpoint's (today's apply), and whether
+    the checkpoint holds the cluster's secret."""
+    warn_secret_in_checkpoint(recorded, config.checkpoint_dir)
+    today = dict(ssc.sparkContext.getConf().getAll())
+    changed = changed_settings(recorded, today)
+    if changed:
+        log.info(
+            "Spark settings that differ from the checkpoint's, applied as given today: %s",
+            ", ".join(changed),
+        )
 
 
 def stop_quietly(ssc: Any) -> None:

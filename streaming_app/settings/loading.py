@@ -80,6 +80,13 @@ def load_config(
         name, sep, value = item.partition("=")
         if not sep or not name.startswith("spark."):
             errors.append(f"--spark-conf {name.strip()!r}: expected spark.KEY=VALUE")
+        elif name.strip() == "spark.authenticate.secret":
+            # Every user of the machine reads a command line (ps); the value is not echoed.
+            errors.append(
+                "--spark-conf spark.authenticate.secret: a secret on a command line is seen "
+                "by every user of the machine; give it with --spark-secret-file (a file only "
+                "the service user can read)"
+            )
         else:
             spark[name.strip()] = value.strip()
 

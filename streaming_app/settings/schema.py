@@ -249,6 +249,13 @@ class AppConfig:
         "seconds the postgres sink retries an unreachable server before the run ends "
         "with exit 1 (empty: until stopped)",
     )
+    spark_secret_file: str | None = _setting(
+        "security",
+        parse_optional_str,
+        None,
+        "file holding the Spark cluster's secret, readable by the service user only; turns "
+        "on authentication and encryption (docs/security.md) [none]",
+    )
     spark_conf: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -90,7 +90,7 @@ def run(config: AppConfig) -> int:
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     try:
         with launching_jvm(), stop.through_start():
-            spark = build_session(config, master)
+            spark = build_session(config)
             attach_listener(spark, config)
             query = start_query(spark, config)
             queries = [query]

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
+from streaming_app.lifecycle.spark_context import spark_context
 from streaming_app.settings.schema import AppConfig
 
 if TYPE_CHECKING:
@@ -29,34 +29,32 @@ CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabl
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-def session_conf(config: AppConfig, master: str) -> dict[str, str]:
-    """Spark settings of the session on `master`: ours, then the user's --spark-conf
-    (which win)."""
+def session_conf(config: AppConfig) -> dict[str, str]:
+    """SQL settings of the session: ours, then the user's --spark-conf (which win)."""
     conf = {
-        # Python workers fork from the app's preloaded daemon on a local master.
-        DAEMON_MODULE: daemon_module(master),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         CHANGELOG: "true",
         # Python workers get Arrow batches of lines; keep a partition's batches small.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
-        # The stage progress bar would mix with the log lines and the console sink.
-        "spark.ui.showConsoleProgress": "false",
     }
     conf.update(dict(config.spark_conf))
     return conf
 
 
-def build_session(config: AppConfig, master: str) -> SparkSession:
-    """Get or create the SparkSession on `master` (effective_master: what Spark will use),
-    with the state partitions sized to the cores."""
+def build_session(config: AppConfig) -> SparkSession:
+    """Get or create the SparkSession, on a SparkContext made with today's settings
+    (lifecycle/spark_context.py), with the state partitions sized to the cores."""
     # The Python workers start PYSPARK_PYTHON (default: the system python3, which lacks
     # pyarrow and this app): the executors must run this environment's Python.
     # PySpark reads it when the SparkContext is created, also under spark-submit.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    # The stage progress bar would mix with the log lines and the console sink.
+    forced = {"spark.ui.showConsoleProgress": ("false", "progress bars garble the console sink")}
+    spark_context(config, session_conf(config), forced)
     builder = SparkSession.builder.appName(config.app_name)
-    for key, value in session_conf(config, master).items():
+    for key, value in session_conf(config).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if SHUFFLE_PARTITIONS not in dict(config.spark_conf):

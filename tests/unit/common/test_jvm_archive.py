@@ -131,3 +131,32 @@ def test_the_users_driver_java_options_are_kept_before_the_archives(archive: Pat
     java = shlex.split(launched[launched.index("--driver-java-options") + 1])
     assert java[:2] == ["-Dmine=1", "-XX:+UseSerialGC"]
     assert f"-XX:SharedArchiveFile={archive}" in java
+
+
+def test_java_options_in_pyspark_submit_args_are_kept_not_replaced(archive: Path) -> None:
+    assert REPO_CONF is not None
+    command = [COMMAND[0], "--driver-java-options", "-Dtheirs=1", *COMMAND[1:]]
+    launched, _ = jvm_archive.launch(command, {"SPARK_CONF_DIR": REPO_CONF}, REPO_CONF)
+    assert launched.count("--driver-java-options") == 1
+    java = shlex.split(launched[launched.index("--driver-java-options") + 1])
+    assert java[0] == "-Dtheirs=1"
+    assert f"-XX:SharedArchiveFile={archive}" in java
+
+
+def test_a_properties_file_in_pyspark_submit_args_launches_without_the_archive(
+    archive: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert REPO_CONF is not None
+    command = [COMMAND[0], "--properties-file", "/etc/theirs.conf", *COMMAND[1:]]
+    env = {"SPARK_CONF_DIR": REPO_CONF}
+    with caplog.at_level("INFO"):
+        assert jvm_archive.launch(command, env, REPO_CONF) == (command, env)
+    assert "class archive is not used: PYSPARK_SUBMIT_ARGS names --properties-file" in caplog.text
+
+
+def test_a_subdirectory_of_the_conf_directory_does_not_turn_the_archive_off(
+    archive: Path,
+) -> None:
+    assert REPO_CONF is not None
+    assert (Path(REPO_CONF) / "secure").is_dir()  # conf/secure/, which Spark does not read
+    assert jvm_archive.usable_archive(REPO_CONF, REPO_CONF) == archive

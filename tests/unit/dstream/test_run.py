@@ -237,49 +237,6 @@ def test_a_file_uri_checkpoint_counts_as_local_and_submit_args_name_the_master(
     assert effective_master(_located("c"))[0] == "local[2]"
 
 
-class _FakeConf(dict[str, str]):
-    def set(self, key: str, value: str) -> None:
-        self[key] = value
-
-
-class _FakeSc:
-    def __init__(self, master: str) -> None:
-        self.master = master
-        self._conf = _FakeConf()
-
-
-@pytest.mark.parametrize(
-    ("master", "daemon"),
-    [
-        ("local[2]", "streaming_app.lifecycle.worker_daemon"),
-        ("local", "streaming_app.lifecycle.worker_daemon"),
-        # Executors may have the app only in the --py-files zip: Spark's own daemon.
-        ("spark://127.0.0.1:7077", "pyspark.daemon"),
-        ("yarn", "pyspark.daemon"),
-    ],
-)
-def test_the_preloaded_worker_daemon_is_used_on_local_masters_only(
-    master: str, daemon: str
-) -> None:
-    from streaming_app.dstream.factory import choose_worker_daemon
-    from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE
-
-    sc = _FakeSc(master)
-    choose_worker_daemon(sc, load_config(cli={"checkpoint_dir": "c"}))  # type: ignore[arg-type]
-    assert sc._conf == {DAEMON_MODULE: daemon}
-
-
-def test_a_daemon_given_with_spark_conf_is_left_alone() -> None:
-    from streaming_app.dstream.factory import choose_worker_daemon
-
-    sc = _FakeSc("local[2]")
-    config = load_config(
-        cli={"checkpoint_dir": "c"}, spark_conf=("spark.python.daemon.module=pyspark.daemon",)
-    )
-    choose_worker_daemon(sc, config)  # type: ignore[arg-type]
-    assert sc._conf == {}
-
-
 @pytest.mark.parametrize(
     ("name", "code"), [("SinkSetupError", EXIT_USAGE), ("SinkError", 1), ("CheckpointError", 3)]
 )

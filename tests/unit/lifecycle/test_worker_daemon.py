@@ -5,12 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, PRELOADED, STOCK, daemon_module
-from streaming_app.settings.loading import load_config
-from streaming_app.structured.session import session_conf
-
 
 def in_new_python(code: str) -> str:
     """What `code` prints, run in a Python of its own (a freeze must not touch pytest's)."""
@@ -40,32 +34,6 @@ def test_a_worker_freezes_what_it_imported_once() -> None:
         "print(first > 0, gc.get_freeze_count() <= first)"  # frozen objects may still be freed
     )
     assert in_new_python(code) == "True True"
-
-
-@pytest.mark.parametrize(
-    ("master", "daemon"),
-    [
-        ("local[2]", PRELOADED),
-        ("local", PRELOADED),
-        # Executors may have the app only in the --py-files zip: Spark's own daemon.
-        ("spark://127.0.0.1:7077", STOCK),
-        ("yarn", STOCK),
-    ],
-)
-def test_the_structured_engine_uses_the_preloaded_daemon_on_local_masters_only(
-    master: str, daemon: str
-) -> None:
-    assert daemon_module(master) == daemon
-    config = load_config(cli={"checkpoint_dir": "c", "engine": "structured"})
-    assert session_conf(config, master)[DAEMON_MODULE] == daemon
-
-
-def test_a_daemon_given_with_spark_conf_wins_on_the_structured_engine() -> None:
-    config = load_config(
-        cli={"checkpoint_dir": "c", "engine": "structured"},
-        spark_conf=(f"{DAEMON_MODULE}={STOCK}",),
-    )
-    assert session_conf(config, "local[2]")[DAEMON_MODULE] == STOCK
 
 
 def test_the_old_name_of_the_daemon_still_starts_it() -> None:

@@ -1,0 +1,132 @@
+"""The cluster's Spark secret: from a file, held in the JVM's credentials, never in the SparkConf.
+
+Driver side, before the SparkContext exists. Spark serializes the SparkConf into every
+DStream checkpoint file, so a `spark.authenticate.secret` in it would be readable by whoever
+reads the checkpoint directory. Spark's SecurityManager looks for the secret first in the
+current user's Hadoop credentials (key `sparkCookie`), then in `_SPARK_AUTH_SECRET`, then in
+the SparkConf; on a standalone master it only requires the SparkConf to *have* the key. So
+the secret goes into the credentials, and the SparkConf keeps the key with PLACEHOLDER.
+Executors on a standalone cluster get the secret from their worker (`_SPARK_AUTH_SECRET`),
+never from the driver's SparkConf.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from typing import Any
+
+from streaming_app.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+SECRET_KEY = "spark.authenticate.secret"
+AUTHENTICATE = "spark.authenticate"
+# Spark's own route for the secret (SecurityManager.ENV_AUTH_SECRET).
+ENV_SECRET = "_SPARK_AUTH_SECRET"
+# What the SparkConf (and so every checkpoint) holds instead of the secret.
+PLACEHOLDER = "********"
+# The one switch (spark_secret_file): what it turns on, unless the user's Spark settings
+# say otherwise. Spark's security docs: authentication, AES-based RPC encryption with no
+# fallback to the older SASL protocol, encrypted local disk (shuffle, spills, cached
+# blocks), and no kill link in the web UI.
+SECURE_SPARK_CONF = {
+    AUTHENTICATE: "true",
+    "spark.network.crypto.enabled": "true",
+    "spark.network.crypto.saslFallback": "false",
+    "spark.io.encryption.enabled": "true",
+    "spark.ui.killEnabled": "false",
+}
+# Masters on which Spark makes a secret of its own for the application (initializeAuth).
+_OWN_SECRET = ("local", "yarn")
+
+
+def read_secret_file(path: str) -> str:
+    """The secret in `path` (first line, trimmed), or ConfigError naming spark_secret_file.
+
+    The file must be a regular file that neither group nor others may read or write:
+    the secret is the key to the cluster.
+    """
+    try:
+        info = os.stat(path)
+        with open(path, encoding="utf-8") as handle:
+            secret = handle.readline().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"spark_secret_file {path}: cannot read it ({exc.strerror or exc})"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"spark_secret_file {path}: not UTF-8 text") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"spark_secret_file {path}: not a regular file")
+    if info.st_mode & 0o077:
+        raise ConfigError(
+            f"spark_secret_file {path}: readable or writable by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 it, as the service user"
+        )
+    if not secret:
+        raise ConfigError(f"spark_secret_file {path}: empty")
+    return secret
+
+
+def is_placeholder(value: str | None) -> bool:
+    """Whether a secret value in a SparkConf is ours, not a real secret (or is absent)."""
+    return not value or set(value) == {"*"}
+
+
+def secure_conf(conf: Any, secret_file: str | None) -> str | None:
+    """Turn on the protections of a secret file, and take the secret out of `conf`.
+
+    `conf` is the pyspark SparkConf the SparkContext will be made with (spark-defaults.conf,
+    spark-submit's --conf, the app's own settings already in it). Returns the secret to
+    hold (hold_secret), from the file, else from `conf`, else from `_SPARK_AUTH_SECRET`;
+    None when there is none. Raises ConfigError when authentication is on, the master needs
+    a secret of the operator's and none was given.
+    """
+    secret = read_secret_file(secret_file) if secret_file else None
+    if secret_file:
+        for key, value in SECURE_SPARK_CONF.items():
+            conf.setIfMissing(key, value)
+    given = conf.get(SECRET_KEY)
+    if not is_placeholder(given):
+        secret = secret or given
+    secret = secret or os.environ.get(ENV_SECRET) or None
+    if secret is not None:
+        conf.set(SECRET_KEY, PLACEHOLDER)
+        return secret
+    on = str(conf.get(AUTHENTICATE, "false")).strip().lower() == "true"
+    master = str(conf.get("spark.master", "local"))
+    if on and not master.startswith(_OWN_SECRET):
+        raise ConfigError(
+            f"spark.authenticate is on but no secret was given for master {master}: set "
+            "spark_secret_file (--spark-secret-file, STREAMING_APP_SPARK_SECRET_FILE) to a "
+            "file only the service user can read (docs/security.md)"
+        )
+    return None
+
+
+def hold_secret(jvm: Any, secret: str) -> None:
+    """Put the secret where Spark's SecurityManager looks first: the user's credentials.
+
+    Also drops it from the JVM's system properties (spark-submit copies spark-defaults.conf
+    there), so that no SparkConf made later in this JVM picks it up again.
+    """
+    credentials = jvm.org.apache.hadoop.security.Credentials()
+    credentials.addSecretKey(jvm.org.apache.hadoop.io.Text("sparkCookie"), secret.encode())
+    jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().addCredentials(credentials)
+    jvm.java.lang.System.clearProperty(SECRET_KEY)
+
+
+def warn_secret_in_checkpoint(pairs: dict[str, str], checkpoint_dir: str) -> bool:
+    """Say in one line that a recovered checkpoint holds a secret; True if it does."""
+    if is_placeholder(pairs.get(SECRET_KEY)):
+        return False
+    log.warning(
+        "checkpoint %s holds the cluster's secret (spark.authenticate.secret), written "
+        "before streaming_app kept it out; remove it without losing state: "
+        "streaming-app checkpoint scrub %s (docs/security.md)",
+        checkpoint_dir,
+        checkpoint_dir,
+    )
+    return True
