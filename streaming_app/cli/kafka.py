@@ -79,12 +79,14 @@ def produce(
 ) -> None:
     """Send text lines to a Kafka topic at a given rate (a load generator for demos)."""
     from streaming_app.sources.kafka.client import KafkaConnection
+    from streaming_app.sources.kafka.tls import check_tls_files
     from streaming_app.tools.produce import file_lines, generated_lines
     from streaming_app.tools.produce import produce as send_lines
 
     setup_logging("warning")
     try:
         config = load_config(config_file, cli={"bootstrap_servers": bootstrap_servers})
+        check_tls_files(KafkaConnection.from_config(config))
     except StreamingAppError as error:
         fail(error)
     lines = (

@@ -15,6 +15,8 @@ from typing import Any
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.sources.kafka.tls import check_tls_files
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,10 @@ def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -
 
 
 def check_paths(config: AppConfig) -> None:
-    """The directories a run writes or reads, and its metrics file (ConfigError, exit 2)."""
+    """The directories a run writes or reads, its metrics file, and the Kafka TLS files
+    (ConfigError, exit 2); the files first, so that a mistake in them writes nothing."""
+    if config.source == "kafka":
+        check_tls_files(KafkaConnection.from_config(config))
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)

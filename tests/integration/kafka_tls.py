@@ -1,0 +1,178 @@
+"""A Kafka broker that demands TLS with client certificates: tansu behind stunnel.
+
+tansu 0.6 speaks no working TLS of its own, so stunnel (Debian `stunnel4`) terminates TLS
+in front of it, requires a client certificate signed by the test CA, and forwards to tansu
+on a loopback port of its own; tansu advertises stunnel's address, so every connection a
+client makes after bootstrap goes through TLS too. The CA, the broker's certificate (SAN
+127.0.0.1 and localhost), the client's certificate and its password-protected key are
+made with openssl for each session. Both processes are stopped by their PIDs at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.dev_broker import DevBroker, free_port
+
+STUNNEL_NAMES = ("stunnel4", "stunnel")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """What a client needs: the CA that signed the broker's certificate, its own pair."""
+
+    cafile: Path
+    certfile: Path
+    keyfile: Path  # encrypted with `password`
+    password: str
+    server_cert: Path
+    server_key: Path
+
+
+@dataclass(frozen=True)
+class TlsBroker:
+    """The TLS address of a broker that refuses clients without a certificate of the CA."""
+
+    bootstrap: str
+    files: TlsFiles
+
+    def connection(self, **changes: object) -> KafkaConnection:
+        """kafka-python settings for this broker (password included)."""
+        settings: dict[str, object] = {
+            "security_protocol": "ssl",
+            "ssl_cafile": str(self.files.cafile),
+            "ssl_certfile": str(self.files.certfile),
+            "ssl_keyfile": str(self.files.keyfile),
+            "ssl_password": self.files.password,
+            **changes,
+        }
+        return KafkaConnection(self.bootstrap, **settings)  # type: ignore[arg-type]
+
+    def ini(self, path: Path) -> Path:
+        """A config file with the [kafka] TLS settings, the key's password left out."""
+        path.write_text(
+            "[kafka]\n"
+            "security_protocol = ssl\n"
+            f"ssl_cafile = {self.files.cafile}\n"
+            f"ssl_certfile = {self.files.certfile}\n"
+            f"ssl_keyfile = {self.files.keyfile}\n",
+            encoding="utf-8",
+        )
+        return path
+
+
+def stunnel_binary() -> str | None:
+    """The stunnel executable, if installed."""
+    return next((p for name in STUNNEL_NAMES if (p := shutil.which(name))), None)
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_tls_files(directory: Path, password: str) -> TlsFiles:
+    """A CA, a broker certificate for 127.0.0.1/localhost, a client certificate and key."""
+    directory.mkdir(parents=True, exist_ok=True)
+    d = directory
+    req = ("req", "-newkey", "rsa:2048", "-nodes", "-subj")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+             "/CN=streaming-app test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)  # fmt: skip
+    (d / "server.ext").write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
+    _openssl(*req, "/CN=localhost", "-keyout", "server.key", "-out", "server.csr", cwd=d)
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem",
+             cwd=d)  # fmt: skip
+    _openssl("req", "-newkey", "rsa:2048", "-subj", "/CN=streaming-app", "-passout",
+             f"pass:{password}", "-keyout", "client.key", "-out", "client.csr", cwd=d)  # fmt: skip
+    _openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-out", "client.pem", cwd=d)  # fmt: skip
+    for key in ("ca.key", "server.key", "client.key"):
+        (d / key).chmod(0o600)
+    return TlsFiles(
+        cafile=d / "ca.pem",
+        certfile=d / "client.pem",
+        keyfile=d / "client.key",
+        password=password,
+        server_cert=d / "server.pem",
+        server_key=d / "server.key",
+    )
+
+
+def _stunnel_conf(files: TlsFiles, tls_port: int, plain_port: int) -> str:
+    return "\n".join(
+        [
+            "foreground = yes",
+            "pid =",  # no pid file: the test holds the process
+            "debug = warning",
+            "[kafka]",
+            f"accept = 127.0.0.1:{tls_port}",
+            f"connect = 127.0.0.1:{plain_port}",
+            f"cert = {files.server_cert}",
+            f"key = {files.server_key}",
+            f"CAfile = {files.cafile}",
+            "verifyChain = yes",  # verify = 2 in older stunnel's words
+            "requireCert = yes",
+            "",
+        ]
+    )
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode} at start")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def tls_broker(directory: Path, password: str) -> Iterator[TlsBroker]:
+    """tansu on a loopback port behind stunnel on another; both stopped at the end."""
+    stunnel = stunnel_binary()
+    assert stunnel is not None, "stunnel is not installed"
+    files = make_tls_files(directory / "tls", password)
+    tls_port = free_port()
+    plain_port = free_port()
+    conf = directory / "stunnel.conf"
+    conf.write_text(_stunnel_conf(files, tls_port, plain_port), encoding="utf-8")
+    with (
+        open(directory / "tansu.log", "wb") as broker_log,
+        open(directory / "stunnel.log", "wb") as tunnel_log,
+        DevBroker(plain_port, log=broker_log, advertised_port=tls_port),
+    ):
+        proc = subprocess.Popen(
+            [stunnel, str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=tunnel_log,
+            stderr=subprocess.STDOUT,
+            env={k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")},
+        )
+        try:
+            _wait_listening(tls_port, proc, "stunnel", timeout=30)
+            yield TlsBroker(f"127.0.0.1:{tls_port}", files)
+        finally:
+            _stop(proc)

@@ -1,0 +1,286 @@
+"""Kafka over TLS with client certificates, against a broker that demands them (tansu behind
+stunnel, tests/integration/kafka_tls.py): both engines read exact totals, with the key's
+password given only in the environment; it reaches the driver's planner, the executors'
+reads, the group commits and `produce`, and no file of the checkpoint holds it, read
+decompressed. A wrong key password or a missing TLS file is one line, exit 2, and writes
+nothing."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import produce
+from tests.integration.conftest import kafka_args
+from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
+from tests.integration.kafka_helpers import fresh_topic
+from tests.integration.kafka_tls import (
+    TlsBroker,
+    TlsFiles,
+    make_tls_files,
+    stunnel_binary,
+    tls_broker,
+)
+from tests.integration.pg_helpers import ci
+from tests.integration.secret_scan import files_holding
+
+pytestmark = pytest.mark.timeout(240)
+
+KEY_PASSWORD = "tls-key-pw-4c81e7"
+ENV = {"STREAMING_APP_SSL_PASSWORD": KEY_PASSWORD}
+DSTREAM_RECOVERED = r"Recovered streaming context from checkpoint"
+STRUCTURED_STARTED = r"Started new query id=\S+ on checkpoint"
+
+
+def _require(*tools: str) -> None:
+    missing = [t for t in tools if t != "stunnel" and shutil.which(t) is None]
+    if "stunnel" in tools and stunnel_binary() is None:
+        missing.append("stunnel (Debian: stunnel4)")
+    if missing:
+        reason = f"the Kafka TLS tests need {', '.join(missing)}; .ci/run installs them"
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
+    """tansu behind stunnel, which demands a client certificate of the test CA."""
+    _require("openssl", "stunnel")
+    with tls_broker(tmp_path_factory.mktemp("kafka-tls"), KEY_PASSWORD) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """Certificates and an encrypted client key, without a broker."""
+    _require("openssl")
+    return make_tls_files(tmp_path_factory.mktemp("tls-files"), KEY_PASSWORD)
+
+
+def lines_of(rng: random.Random, n: int) -> list[str]:
+    return make_text(rng, n).splitlines()
+
+
+def _api_versions_answered(broker: TlsBroker, context: ssl.SSLContext) -> bool:
+    """Whether the broker answers an ApiVersions request over TLS with this context."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    body = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+    try:
+        with (
+            socket.create_connection((host, int(port)), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname=host) as conn,
+        ):
+            conn.sendall(struct.pack(">i", len(body)) + body)
+            return len(conn.recv(4)) == 4
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+def _committed(connection: KafkaConnection, group: str, topic: str) -> dict[int, int | None]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**connection.kafka_kwargs(), group_id=group, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: consumer.committed(tp) for tp in tps}
+    finally:
+        consumer.close()
+
+
+def _ends(connection: KafkaConnection, topic: str) -> dict[int, int | None]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**connection.kafka_kwargs())
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        return {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+def _wait_group_reached(
+    tls: TlsBroker, group: str, topic: str, ends: dict[int, int | None] | None = None
+) -> None:
+    """Wait until the group's committed offsets reach `ends` (default: the topic's end)."""
+    connection = tls.connection()
+    ends = ends or _ends(connection, topic)
+    deadline = time.monotonic() + 30
+    while True:
+        committed = _committed(connection, group, topic)
+        if all((committed.get(p) or 0) >= (end or 0) for p, end in ends.items()):
+            return
+        assert time.monotonic() < deadline, (committed, ends)
+        time.sleep(0.5)
+
+
+def _assert_no_password_at_rest(
+    checkpoint: Path, topic: str, *apps: Any, control: str = "offsets/"
+) -> None:
+    """No checkpoint file holds the password, decompressed; the scan does read them: it
+    finds the topic in a file whose name starts with `control`."""
+    found = files_holding(checkpoint, [KEY_PASSWORD, topic])
+    assert found[KEY_PASSWORD] == [], found[KEY_PASSWORD]
+    assert any(name.startswith(control) for name in found[topic]), found[topic]
+    for app in apps:
+        assert KEY_PASSWORD not in output_without_traces(app)
+
+
+def test_broker_demands_a_client_certificate(tls: TlsBroker) -> None:
+    context = ssl.create_default_context(cafile=str(tls.files.cafile))
+    assert not _api_versions_answered(tls, context)
+    context.load_cert_chain(tls.files.certfile, tls.files.keyfile, KEY_PASSWORD)
+    assert _api_versions_answered(tls, context)
+
+
+def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
+    dirs: dict[str, Path], start_app: Any, tls: TlsBroker, tmp_path: Path
+) -> None:
+    rng = random.Random(41)
+    topic, group = fresh_topic("tls"), fresh_topic("tls-group")
+    config = tls.ini(tmp_path / "kafka-tls.ini")
+    first_lines = lines_of(rng, 240)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(first_lines) + "\n", encoding="utf-8")
+    # `streaming-app produce`: the TLS settings from the config file, the password from env.
+    sender = start_app(
+        "--config", str(config), "--bootstrap-servers", tls.bootstrap, "--topic", topic,
+        "--file", str(corpus), "--rate", "0", "--partitions", "3",
+        env=ENV, command="produce",
+    )  # fmt: skip
+    assert sender.wait(timeout=60) == 0, sender.log()
+
+    args = ["--config", str(config), *kafka_args(dirs, tls.bootstrap, topic, "--group-id", group)]
+    first = start_app(*args, env=ENV)
+    wait_for_totals(dirs["output"], truth(first_lines), first)
+    _wait_group_reached(tls, group, topic)  # the group commits went over TLS too
+    assert first.terminate() == 0
+
+    # The restart rebuilds the graph from the checkpoint, which holds no password: the
+    # executors' reads get it from this run's environment.
+    more = lines_of(rng, 150)
+    produce(tls.connection(), topic, iter(more), None, 0, 3)
+    second = start_app(*args, env=ENV)
+    second.wait_for_log(DSTREAM_RECOVERED)
+    wait_for_totals(dirs["output"], truth(first_lines + more), second)
+    assert second.terminate() == 0
+    # Spark's own checkpoint files (LZ4) hold the closures, which name the topic.
+    _assert_no_password_at_rest(dirs["checkpoint"], topic, first, second, control="checkpoint-")
+
+
+def test_structured_exact_over_tls_no_password_in_the_checkpoint(
+    dirs: dict[str, Path], start_app: Any, tls: TlsBroker, tmp_path: Path
+) -> None:
+    rng = random.Random(43)
+    topic, group = fresh_topic("tls-ss"), fresh_topic("tls-ss-group")
+    sent = lines_of(rng, 240)
+    produce(tls.connection(), topic, iter(sent), None, 0, 3)
+    config = tls.ini(tmp_path / "kafka-tls.ini")
+    app = start_app(
+        "--config", str(config), "--engine", "structured",
+        *kafka_args(dirs, tls.bootstrap, topic, "--group-id", group),
+        env=ENV,
+    )  # fmt: skip
+    app.wait_for_log(STRUCTURED_STARTED)
+    wait_for_totals(dirs["output"], truth(sent), app, timeout=120)
+    first_ends = _ends(tls.connection(), topic)
+    more = lines_of(rng, 60)
+    produce(tls.connection(), topic, iter(more), None, 0, 3)
+    wait_for_totals(dirs["output"], truth(sent + more), app)
+    # Spark hands a micro-batch's end to the source's commit when it plans the next one:
+    # the micro-batches of the first records are committed to the group by now.
+    _wait_group_reached(tls, group, topic, first_ends)
+    assert app.terminate() == 0
+    _assert_no_password_at_rest(dirs["checkpoint"], topic, app)
+
+
+def _tls_ini(path: Path, files: TlsFiles, **changes: str) -> Path:
+    settings = {
+        "security_protocol": "ssl",
+        "ssl_cafile": str(files.cafile),
+        "ssl_certfile": str(files.certfile),
+        "ssl_keyfile": str(files.keyfile),
+        **changes,
+    }
+    path.write_text("[kafka]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+    return path
+
+
+BAD_INPUT = {
+    "wrong-password": (
+        {},
+        {"STREAMING_APP_SSL_PASSWORD": "not-the-password"},
+        r"Error: ssl_password: does not decrypt the private key in ssl_keyfile \S+client\.key "
+        r"\(wrong password\)",
+    ),
+    "no-password": (
+        {},
+        {},
+        r"Error: ssl_keyfile \S+client\.key: the private key is encrypted and ssl_password is "
+        r"not set \(set it in STREAMING_APP_SSL_PASSWORD or the config file\)",
+    ),
+    "missing-cafile": (
+        {"ssl_cafile": "/nonexistent/ca.pem"},
+        ENV,
+        r"Error: ssl_cafile /nonexistent/ca\.pem: not readable \(No such file or directory\)",
+    ),
+    "missing-certfile": (
+        {"ssl_certfile": "/nonexistent/client.pem"},
+        ENV,
+        r"Error: ssl_certfile /nonexistent/client\.pem: not readable "
+        r"\(No such file or directory\)",
+    ),
+    "missing-keyfile": (
+        {"ssl_keyfile": "/nonexistent/client.key"},
+        ENV,
+        r"Error: ssl_keyfile /nonexistent/client\.key: not readable "
+        r"\(No such file or directory\)",
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_tls_input_is_one_line_exit_2_and_writes_nothing(
+    case: str, engine: str, dirs: dict[str, Path], start_app: Any, tls_files: TlsFiles,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    import re
+
+    changes, env, expected = BAD_INPUT[case]
+    config = _tls_ini(tmp_path / "kafka-tls.ini", tls_files, **changes)
+    app = start_app(
+        "--config", str(config), "--engine", engine,
+        *kafka_args(dirs, "127.0.0.1:9", fresh_topic("never")),
+        env=env,
+    )  # fmt: skip
+    assert app.wait(timeout=50) == 2, app.log()
+    lines = app.log().strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(expected, lines[0]), app.log()
+    assert not dirs["checkpoint"].exists() and not dirs["output"].exists()
+
+
+@pytest.mark.timeout(60)
+def test_produce_with_a_wrong_key_password_is_one_line_exit_2(
+    start_app: Any, tls_files: TlsFiles, tmp_path: Path
+) -> None:
+    config = _tls_ini(tmp_path / "kafka-tls.ini", tls_files)
+    app = start_app(
+        "--config", str(config), "--bootstrap-servers", "127.0.0.1:9", "--topic", "never",
+        "--count", "1",
+        env={"STREAMING_APP_SSL_PASSWORD": "not-the-password"}, command="produce",
+    )  # fmt: skip
+    assert app.wait(timeout=50) == 2, app.log()
+    lines = app.log().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ssl_password: does not decrypt"), lines
