@@ -97,8 +97,10 @@ def writer_for(table: str, numeric: bool = False) -> PostgresWriter:
 def check_tables(table: str, numeric: bool = False) -> None:
     """At start, before Spark: create the tables, or raise SinkError if they cannot serve.
 
-    A table or database that does not suit the job (SinkSetupError), a wrong password or a
-    missing database ends the run before any batch, with one line. One attempt only: an
+    A table or database that does not suit the job, a wrong password, a missing database,
+    or a server certificate that does not verify against sslrootcert or name the host
+    (SinkSetupError: exit 2, which a supervisor does not restart) ends the run before any
+    batch, with one line naming what to fix in postgres_dsn. One attempt only: an
     unreachable server is a warning, and the first batch waits for it and checks then.
     """
     from streaming_app.sinks.postgres.writer import PostgresUnavailableError

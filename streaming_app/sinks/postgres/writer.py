@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
+from streaming_app.sinks.postgres.failures import classify, first_line, secrets_of
 from streaming_app.sinks.postgres.schema import (
     CLIENT_ENCODING,
     SCHEMA_LOCK,
@@ -65,18 +66,6 @@ _KEYWORD_PASSWORD = re.compile(
     r"((?:^|(?<=\s))(?:ssl)?password\s*=?\s*)('(?:\\.|[^'\\])*(?:'|\\?)|(?:\\.|[^\s\\])*\\?)",
     re.IGNORECASE | re.DOTALL,
 )
-# What to fix, for errors a retry cannot fix; matched against "SQLSTATE message", because
-# psycopg gives connection errors no SQLSTATE, only libpq's message.
-_FATAL_HINTS = (
-    (
-        r"^28|authentication failed|no password supplied|pg_hba\.conf|not permitted to log in"
-        r'|role "[^"]*" does not exist',
-        "check the user and password in the DSN",
-    ),
-    (r'^3D000|database "[^"]*" does not exist', "create the database or fix its name in the DSN"),
-    (r"^42501|permission denied", "grant the DSN's user rights to create and write the tables"),
-    (r"^42P01", "the sink's tables are missing (dropped, or no batch written yet)"),
-)
 
 
 class PostgresUnavailableError(ConnectionError):
@@ -102,39 +91,13 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
         shown = redact_dsn(dsn)
         # libpq quotes the piece it cannot parse, which may hold a password: show a quoted
         # piece only if the redacted DSN shows it anyway.
-        reason = re.sub(
-            r'"([^"]*)"', lambda m: m[0] if m[1] in shown else '"***"', _first_line(exc)
-        )
+        reason = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in shown else '"***"', first_line(exc))
         raise SinkError(f"invalid PostgreSQL DSN {shown}: {reason}; fix the DSN") from None
 
 
 def _server(params: Mapping[str, Any]) -> str:
     host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "socket"
     return f"{host}:{params.get('port') or os.environ.get('PGPORT') or 5432}"
-
-
-def _secrets(params: Mapping[str, Any]) -> list[str]:
-    found = [str(v) for k, v in params.items() if k.endswith("password") and v]
-    return [*found, *([os.environ["PGPASSWORD"]] if os.environ.get("PGPASSWORD") else [])]
-
-
-def _first_line(exc: BaseException) -> str:
-    line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    # Connection errors repeat host and port before the server's own words.
-    return re.sub(r"^.*FATAL:\s*", "", line)
-
-
-def _classify(exc: psycopg.Error, secrets: Iterable[str]) -> tuple[str, str | None]:
-    """The error's credential-free first line, and what to fix if retrying cannot help."""
-    reason = _first_line(exc)
-    for secret in secrets:
-        reason = reason.replace(secret, "***")
-    for pattern, hint in _FATAL_HINTS:
-        if re.search(pattern, f"{exc.sqlstate or ''} {reason}"):
-            return reason, hint
-    if isinstance(exc, psycopg.OperationalError):
-        return reason, None
-    return reason, "retrying will not help"
 
 
 def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
@@ -318,10 +281,10 @@ class PostgresWriter:
             return work(self._conn)
         except psycopg.Error as exc:
             self.close()  # whatever state the session is in, the next attempt starts afresh
-            reason, hint = _classify(exc, _secrets(self._params))
+            reason, hint, error = classify(exc, secrets_of(self._params))
             if hint is None:
                 raise PostgresUnavailableError(reason) from exc
-            raise SinkError(
+            raise error(
                 f"PostgreSQL sink {self.table} at {self.redacted_dsn}: {reason}; {hint}"
             ) from exc
 
@@ -427,8 +390,8 @@ def _query(dsn: str, table: str, query: sql.Composed, params: list[Any]) -> list
         with _connect(conninfo, 10) as conn:
             return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
-        reason, hint = _classify(exc, _secrets(conninfo))
-        raise SinkError(
+        reason, hint, error = classify(exc, secrets_of(conninfo))
+        raise error(
             f"cannot read PostgreSQL sink {table} at {redact_dsn(dsn)}: {reason}; "
             f"{hint or 'is the server up and reachable?'}"
         ) from exc
