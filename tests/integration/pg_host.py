@@ -4,6 +4,9 @@ The server listens on the host's address (for the app, on another host) and on a
 socket in its own directory, which the test reaches from the root namespace whatever
 the host's link is doing: the file system is shared, the network is not. Run as the
 `postgres` OS user (initdb refuses root); trust authentication, this test's /24 only.
+With `tls` (a server certificate) and a `password`, the network is served over TLS alone
+(`ssl=on`, `hostssl ... scram-sha-256`, no `host` line: a plain connection is refused);
+the Unix socket stays trusted, for the test.
 
 The directory, under /tmp (pytest's own is root's alone), is named for the test process
 (`sa-pg-<PID>-...`), so that what a killed test run left behind is removed by the next
@@ -28,8 +31,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.integration.netns import Host, pid_alive
+from tests.integration.pg_helpers import ci
+from tests.integration.tls_certs import ServerCert
 
 PORT = 5432  # the host's own network: nothing else listens there
 OS_USER = "postgres"
@@ -53,9 +59,18 @@ def _version(path: str) -> int:
 class PgHost:
     """One PostgreSQL server on `host`; `dsn` for the app, `local_dsn` for the test."""
 
-    def __init__(self, host: Host, bin_dir: Path) -> None:
+    def __init__(
+        self,
+        host: Host,
+        bin_dir: Path,
+        tls: ServerCert | None = None,
+        password: str | None = None,
+    ) -> None:
+        assert (tls is None) == (password is None), "TLS and a password go together"
         self.host = host
         self.bin_dir = bin_dir
+        self.tls = tls
+        self.password = password
         # Not under pytest's tmp_path: its parents are root's alone (0700).
         self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         self.data = self.dir / "data"
@@ -78,14 +93,14 @@ class PgHost:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert initdb.returncode == 0, initdb.stderr
-        with open(self.data / "pg_hba.conf", "a", encoding="utf-8") as hba:
-            hba.write(f"host all all {self.host.network.subnet} trust\n")
+        self._write_hba()
         log = open(self.dir / "server.log", "wb")  # noqa: SIM115 (the server's for its life)
         self.proc = self.host.popen(
             [
                 "runuser", "-u", OS_USER, "--", str(self.bin_dir / "postgres"), "-D",
                 str(self.data), "-p", str(PORT), "-c", f"listen_addresses={self.host.address}",
                 "-c", f"unix_socket_directories={self.dir}", "-c", "fsync=off",
+                *self._tls_options(),
             ],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -94,11 +109,45 @@ class PgHost:
         while True:
             try:
                 psycopg.connect(self.local_dsn, connect_timeout=2).close()
-                return
+                break
             except psycopg.OperationalError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError("PostgreSQL did not start:\n" + self.log()) from None
                 time.sleep(0.2)
+        if self.password is not None:
+            self.set_password(self.password)
+
+    def _write_hba(self) -> None:
+        """Trust this test's /24, or (with TLS) only TLS connections with a scram password."""
+        path = self.data / "pg_hba.conf"
+        if self.tls is None:
+            with open(path, "a", encoding="utf-8") as hba:
+                hba.write(f"host all all {self.host.network.subnet} trust\n")
+            return
+        # Replaces initdb's file: its `host` lines for loopback would accept plain TCP.
+        path.write_text(
+            f"local all all trust\nhostssl all all {self.host.network.subnet} scram-sha-256\n",
+            encoding="utf-8",
+        )
+
+    def _tls_options(self) -> list[str]:
+        """The server's TLS settings: its certificate and key copied where it may read them."""
+        if self.tls is None:
+            return []
+        cert, key = self.dir / "server.crt", self.dir / "server.key"
+        shutil.copyfile(self.tls.cert, cert)
+        shutil.copyfile(self.tls.key, key)
+        for path in (cert, key):
+            shutil.chown(path, OS_USER, OS_USER)
+            path.chmod(0o600)  # the server refuses a key others can read
+        return ["-c", "ssl=on", "-c", f"ssl_cert_file={cert}", "-c", f"ssl_key_file={key}"]
+
+    def set_password(self, password: str) -> None:
+        """Give the `postgres` role a (new) password, scram-hashed by the server."""
+        with psycopg.connect(self.local_dsn, autocommit=True) as conn:
+            # ALTER ROLE takes no parameters: the password goes in as a quoted literal.
+            conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(password)))
+        self.password = password
 
     def log(self) -> str:
         """What the server wrote so far."""
@@ -174,12 +223,18 @@ def remove_stale_server_dirs(parent: Path | None = None) -> list[Path]:
 
 
 @contextmanager
-def pg_on(host: Host) -> Iterator[PgHost]:
-    """A started server on `host` (skip if no server binaries are installed), stopped after."""
+def pg_on(
+    host: Host, tls: ServerCert | None = None, password: str | None = None
+) -> Iterator[PgHost]:
+    """A started server on `host` (skip if no server binaries are installed; in CI, fail),
+    stopped after; with `tls` and `password`, TLS and scram passwords only (see PgHost)."""
     bin_dir = server_binaries()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
-    server = PgHost(host, bin_dir)
+        reason = "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin"
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = PgHost(host, bin_dir, tls=tls, password=password)
     try:
         server.start()
         yield server
