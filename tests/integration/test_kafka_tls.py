@@ -12,6 +12,7 @@ import shutil
 import socket
 import ssl
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from tests.integration.secret_scan import files_holding
 pytestmark = pytest.mark.timeout(240)
 
 KEY_PASSWORD = "tls-key-pw-4c81e7"
+ROTATED_PASSWORD = "tls-key-pw-rotated-9b02d5"
 ENV = {"STREAMING_APP_SSL_PASSWORD": KEY_PASSWORD}
 DSTREAM_RECOVERED = r"Recovered streaming context from checkpoint"
 STRUCTURED_STARTED = r"Started new query id=\S+ on checkpoint"
@@ -129,11 +131,12 @@ def _assert_no_password_at_rest(
 ) -> None:
     """No checkpoint file holds the password, decompressed; the scan does read them: it
     finds the topic in a file whose name starts with `control`."""
-    found = files_holding(checkpoint, [KEY_PASSWORD, topic])
-    assert found[KEY_PASSWORD] == [], found[KEY_PASSWORD]
+    found = files_holding(checkpoint, [KEY_PASSWORD, ROTATED_PASSWORD, topic])
+    assert found[KEY_PASSWORD] == [] and found[ROTATED_PASSWORD] == [], found
     assert any(name.startswith(control) for name in found[topic]), found[topic]
     for app in apps:
-        assert KEY_PASSWORD not in output_without_traces(app)
+        output = output_without_traces(app)
+        assert KEY_PASSWORD not in output and ROTATED_PASSWORD not in output
 
 
 def test_broker_demands_a_client_certificate(tls: TlsBroker) -> None:
@@ -167,10 +170,19 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
     assert first.terminate() == 0
 
     # The restart rebuilds the graph from the checkpoint, which holds no password: the
-    # executors' reads get it from this run's environment.
+    # executors' reads get it from this run's settings. The key is re-encrypted with a new
+    # password, so reading with the old one would fail.
+    rotated_key = tmp_path / "client-rotated.key"
+    subprocess.run(
+        ["openssl", "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", str(tls.files.keyfile),
+         "-passin", f"pass:{KEY_PASSWORD}", "-passout", f"pass:{ROTATED_PASSWORD}",
+         "-out", str(rotated_key)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    _tls_ini(config, tls.files, ssl_keyfile=str(rotated_key))
     more = lines_of(rng, 150)
     produce(tls.connection(), topic, iter(more), None, 0, 3)
-    second = start_app(*args, env=ENV)
+    second = start_app(*args, env={"STREAMING_APP_SSL_PASSWORD": ROTATED_PASSWORD})
     second.wait_for_log(DSTREAM_RECOVERED)
     wait_for_totals(dirs["output"], truth(first_lines + more), second)
     assert second.terminate() == 0
@@ -229,6 +241,12 @@ BAD_INPUT = {
         r"Error: ssl_keyfile \S+client\.key: the private key is encrypted and ssl_password is "
         r"not set \(set it in STREAMING_APP_SSL_PASSWORD or the config file\)",
     ),
+    "key-of-another-certificate": (
+        {"ssl_certfile": "SERVER_CERT"},
+        ENV,
+        r"Error: ssl_keyfile \S+client\.key: the private key does not match the certificate "
+        r"in ssl_certfile \S+server\.pem",
+    ),
     "missing-cafile": (
         {"ssl_cafile": "/nonexistent/ca.pem"},
         ENV,
@@ -259,6 +277,8 @@ def test_bad_tls_input_is_one_line_exit_2_and_writes_nothing(
     import re
 
     changes, env, expected = BAD_INPUT[case]
+    if changes.get("ssl_certfile") == "SERVER_CERT":
+        changes = {"ssl_certfile": str(tls_files.server_cert)}
     config = _tls_ini(tmp_path / "kafka-tls.ini", tls_files, **changes)
     app = start_app(
         "--config", str(config), "--engine", engine,
