@@ -33,7 +33,7 @@ from tests.integration.kafka_tls import (
     tls_broker,
 )
 from tests.integration.pg_helpers import ci
-from tests.integration.secret_scan import files_holding
+from tests.secrets_scan import find_secrets
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -127,13 +127,13 @@ def _wait_group_reached(
 
 
 def _assert_no_password_at_rest(
-    checkpoint: Path, topic: str, *apps: Any, control: str = "offsets/"
+    checkpoint: Path, topic: str, *apps: Any, control: str = "/offsets/"
 ) -> None:
-    """No checkpoint file holds the password, decompressed; the scan does read them: it
-    finds the topic in a file whose name starts with `control`."""
-    found = files_holding(checkpoint, [KEY_PASSWORD, ROTATED_PASSWORD, topic])
-    assert found[KEY_PASSWORD] == [] and found[ROTATED_PASSWORD] == [], found
-    assert any(name.startswith(control) for name in found[topic]), found[topic]
+    """No checkpoint file holds a password, decoded; the search does read them: it finds
+    the topic in a file whose path holds `control`."""
+    assert find_secrets([checkpoint], [KEY_PASSWORD, ROTATED_PASSWORD]) == []
+    seen = find_secrets([checkpoint], [topic])
+    assert any(control in line for line in seen), seen
     for app in apps:
         output = output_without_traces(app)
         assert KEY_PASSWORD not in output and ROTATED_PASSWORD not in output
@@ -186,8 +186,10 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
     second.wait_for_log(DSTREAM_RECOVERED)
     wait_for_totals(dirs["output"], truth(first_lines + more), second)
     assert second.terminate() == 0
-    # Spark's own checkpoint files (LZ4) hold the closures, which name the topic.
-    _assert_no_password_at_rest(dirs["checkpoint"], topic, first, second, control="checkpoint-")
+    # Spark's own checkpoint files (lz4-java) hold the closures, which name the topic.
+    _assert_no_password_at_rest(
+        dirs["checkpoint"], topic, first, second, control="(lz4-java decoded)"
+    )
 
 
 def test_structured_exact_over_tls_no_password_in_the_checkpoint(
