@@ -8,7 +8,7 @@ certificate does not name, a wrong password or a plain connection each end the r
 before Spark starts with one line naming what to fix in postgres_dsn, exit 2, nothing
 written; under `supervise` that is one start, not a crash loop. A password rotated
 between two runs on one checkpoint is today's on recovery, and no password is in any
-file the runs left, checkpoint files read decompressed.
+file the runs left (checkpoint files read decompressed) or on any command line.
 """
 
 from __future__ import annotations
@@ -117,6 +117,26 @@ class Words:
         return truth(self.texts)
 
 
+def command_lines_with(secret: str) -> list[str]:
+    """The command lines of this machine's processes that show `secret`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:  # a process that ended meanwhile
+            continue
+        if secret in args:
+            found.append(f"{cmdline.parent.name}: {args[:200]}")
+    return found
+
+
+def assert_nothing_written(tls_db: TlsDb, dirs: dict[str, Path]) -> None:
+    """No output, no checkpoint, no table and no progress row: the run ended before Spark."""
+    assert not dirs["output"].exists() or not any(dirs["output"].iterdir())
+    assert not dirs["checkpoint"].exists() or not any(dirs["checkpoint"].iterdir())
+    assert tables_on(tls_db.server) == []
+
+
 def assert_no_secret(tmp_path: Path, *secrets: str) -> None:
     """No file the runs left (checkpoint, output, logs) holds a secret, decoded or not."""
     assert find_secrets([tmp_path], secrets) == []
@@ -134,6 +154,7 @@ def test_exact_totals_over_verify_full(
     wait_for_pg_totals(tls_db.server.local_dsn, TABLE, words.add(), timeout=120)
     sessions = tls_sessions(tls_db.server)
     assert sessions and all(sessions), sessions
+    assert command_lines_with(PASSWORD) == []  # the driver, its JVM, Python workers
     wait_for_pg_totals(tls_db.server.local_dsn, TABLE, words.add(), timeout=120)
     assert app.terminate() == 0
     output = output_without_traces(app)
@@ -198,9 +219,7 @@ def test_a_setting_that_cannot_connect_ends_the_start_in_one_line(
         assert PASSWORD not in output and "not-the-password" not in output, wrong
         assert "Started new streaming context" not in output, wrong  # before Spark started
         assert took < 45, (wrong, took)
-    assert not dirs["output"].exists() or not any(dirs["output"].iterdir())
-    assert not dirs["checkpoint"].exists() or not any(dirs["checkpoint"].iterdir())
-    assert tables_on(tls_db.server) == []  # no table, no progress row
+    assert_nothing_written(tls_db, dirs)
 
 
 @pytest.mark.parametrize("engine", ["dstream", "structured"])
@@ -215,7 +234,7 @@ def test_a_certificate_that_does_not_verify_is_no_crash_loop_under_supervise(
     assert "(start 1)" in log and "(start 2)" not in log, log[-4000:]
     assert "driver ended with exit code 2: not restarting" in log, log[-4000:]
     assert "certificate verify failed" in log and PASSWORD not in log
-    assert tables_on(tls_db.server) == []
+    assert_nothing_written(tls_db, dirs)
 
 
 def test_a_password_rotated_between_two_runs_on_one_checkpoint(
