@@ -182,3 +182,37 @@ def clean(directory: str, dry_run: bool, as_json: bool, no_verify: bool) -> None
 
 if __name__ == "__main__":
     checkpoint(prog_name="streaming-app checkpoint")
+
+
+@checkpoint.command("scrub")
+@click.argument("directory")
+def scrub(directory: str) -> None:
+    """Remove the cluster's secret from a DStream checkpoint's files, keeping its state.
+
+    Checkpoint files written before the app kept the secret out of the SparkConf hold
+    spark.authenticate.secret. Each such file is rewritten (atomically, and only once Spark
+    reads the new file) with the value overwritten by '*'. Stop the app first; then rotate
+    the secret, which was readable by whoever could read the directory (docs/security.md).
+    """
+    _setup_logging()
+    fs = LocalCheckpointFs()
+    try:
+        path = local_dir(directory)
+        ensure_checkpoint_dir(fs, path)
+        if is_structured(fs, path):
+            click.echo(f"{path}: a Structured Streaming checkpoint holds no Spark settings")
+            return
+        from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint
+        from streaming_app.recovery.spark_checkpoint import SparkProbe
+
+        probe = SparkProbe()
+        codec = Codec(probe.decompress, probe.compress, lambda p: bool(probe.check(p).readable))
+        scrubbed = scrub_checkpoint(path, codec)
+    except StreamingAppError as error:
+        fail(error)
+    except OSError as exc:
+        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
+    if scrubbed:
+        click.echo(f"removed the secret from {len(scrubbed)} file(s): {', '.join(scrubbed)}")
+    else:
+        click.echo(f"{path}: no checkpoint file holds a secret")

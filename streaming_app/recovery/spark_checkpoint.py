@@ -236,6 +236,23 @@ class SparkProbe:
             state_checkpoint_ms=_state_checkpoint_ms(graph),
         )
 
+    def decompress(self, data: bytes) -> bytes:
+        """A checkpoint file's bytes as Spark's codec inflates them."""
+        jvm = self._jvm
+        inflated = self._codec.compressedInputStream(jvm.java.io.ByteArrayInputStream(data))
+        try:
+            return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(inflated))
+        finally:
+            inflated.close()
+
+    def compress(self, data: bytes) -> bytes:
+        """Bytes compressed as Spark's Checkpoint.serialize does."""
+        out = self._jvm.java.io.ByteArrayOutputStream()
+        deflating = self._codec.compressedOutputStream(out)
+        deflating.write(data)
+        deflating.close()
+        return bytes(out.toByteArray())
+
     def _open(self, path: str) -> Any:
         uri = path if "://" in path else "file://" + os.path.abspath(path)
         hadoop_path = self._jvm.org.apache.hadoop.fs.Path(uri)

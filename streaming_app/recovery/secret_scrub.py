@@ -1,0 +1,92 @@
+"""`checkpoint scrub`: the cluster's secret taken out of DStream checkpoint files, state kept.
+
+Spark writes the SparkConf into every checkpoint file (`checkpoint-<ms>`, `.bk`, and the
+`unusable-ckpt-*` an earlier start set aside): a compressed Java serialization stream in
+which each setting is a `Tuple2` of two strings. A string is `TC_STRING`, a two-byte
+length and its bytes, so the secret's value can be overwritten in place with as many `*`:
+the stream keeps its structure and everything else, and Spark still reads it. A value of
+`*` only is what the app reads as "no secret here" (spark_secret.is_placeholder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from streaming_app.errors import CheckpointError
+from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
+
+log = logging.getLogger(__name__)
+
+SECRET_KEY = "spark.authenticate.secret"
+_TC_STRING = 0x74
+_KEY = bytes([_TC_STRING]) + struct.pack(">H", len(SECRET_KEY)) + SECRET_KEY.encode()
+
+
+def scrub_serialized(data: bytes) -> tuple[bytes, int]:
+    """The stream with each secret value after the key overwritten by `*`; and how many."""
+    out = bytearray(data)
+    found, start = 0, 0
+    while (at := data.find(_KEY, start)) >= 0:
+        value = at + len(_KEY)
+        start = value
+        if value + 3 > len(data) or data[value] != _TC_STRING:
+            continue  # a back-reference to a string seen before, or not a setting's key
+        (length,) = struct.unpack(">H", data[value + 1 : value + 3])
+        body = slice(value + 3, value + 3 + length)
+        if set(data[body]) != {ord("*")}:
+            out[body] = b"*" * length
+            found += 1
+    return bytes(out), found
+
+
+def is_spark_file(name: str) -> bool:
+    """A checkpoint file of Spark's, in use or set aside (`unusable-ckpt-<ms>[.bk]`)."""
+    return bool(CHECKPOINT_FILE.match(name)) or name.startswith("unusable-ckpt-")
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Spark's compression codec, through the JVM: bytes in, bytes out."""
+
+    decompress: Callable[[bytes], bytes]
+    compress: Callable[[bytes], bytes]
+    readable: Callable[[str], bool]
+
+
+def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
+    """Rewrite each checkpoint file in `directory` that holds the secret; return their names.
+
+    Each file is written beside itself and renamed over it (atomic), and only after Spark
+    has read the new file as well as the old one. Local directories only.
+    """
+    scrubbed = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not is_spark_file(name) or not os.path.isfile(path):
+            continue
+        with open(path, "rb") as handle:
+            original = handle.read()
+        data, found = scrub_serialized(codec.decompress(original))
+        if not found:
+            continue
+        temp = os.path.join(directory, f".{name}.scrub-{os.getpid()}.tmp")
+        with open(temp, "wb") as handle:
+            handle.write(codec.compress(data))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if codec.readable(path) and not codec.readable(temp):
+            os.unlink(temp)
+            raise CheckpointError(f"{path}: Spark cannot read it once scrubbed; left unchanged")
+        # Hadoop's local file system keeps a checksum beside each file, which the new bytes
+        # would fail; with none, Hadoop reads the file unchecked.
+        crc = os.path.join(directory, f".{name}.crc")
+        if os.path.exists(crc):
+            os.unlink(crc)
+        os.replace(temp, path)
+        log.info("scrubbed %s", path)
+        scrubbed.append(name)
+    return scrubbed

@@ -1,0 +1,88 @@
+"""No secret at rest: a checkpoint that an earlier commit wrote with the cluster's secret in it
+is said in one line at start, then scrubbed with `checkpoint scrub`, and no total is lost.
+
+Commit 897783b is the last that let Spark write `spark.authenticate.secret` into the DStream
+checkpoint; its package is extracted from this repository, as the upgrade tests do.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.test_upgrade_from_releases import extract_release, start_release
+from tests.secrets_scan import find_secrets
+
+pytestmark = pytest.mark.timeout(420)
+
+PREVIOUS = "897783b"  # the last commit whose checkpoints hold the secret
+SAID = "holds the cluster's secret (spark.authenticate.secret)"
+
+
+def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_kept(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = extract_release(tmp_path / "release", f"commit {PREVIOUS}", PREVIOUS)
+    secret = f"old-{secrets.token_hex(16)}"
+    rng = random.Random(39)
+    texts: list[str] = []
+
+    def add(name: str) -> None:
+        texts.append(make_text(rng, 30))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    args = files_args(dirs, "--spark-conf", "spark.authenticate=true")
+    old = start_release(
+        monkeypatch,
+        start_app,
+        package,
+        *args,
+        "--spark-conf",
+        f"spark.authenticate.secret={secret}",
+    )
+    old.wait_for_log(r"Started new streaming context")
+    add("a.txt")
+    wait_for_totals(dirs["output"], truth(texts), old)
+    assert old.terminate() == 0, old.log()[-3000:]
+    # The control: that commit did write the secret into the checkpoint.
+    assert find_secrets([dirs["checkpoint"]], [secret]), "no secret in the older checkpoint"
+
+    # The new version says so at start; killed at once, before its own checkpoint files
+    # have replaced the older ones (Spark keeps the newest ten).
+    warned = start_app(*args)
+    warned.wait_for_log(re.escape(SAID))
+    warned.kill9()
+    said = [line for line in warned.log().splitlines() if SAID in line]
+    assert len(said) == 1, warned.log()[-3000:]
+    assert f"streaming-app checkpoint scrub {dirs['checkpoint']}" in said[0]
+    assert secret not in warned.log()
+    add("b.txt")
+
+    scrub = subprocess.run(
+        [sys.executable, "-m", "streaming_app", "checkpoint", "scrub", str(dirs["checkpoint"])],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert scrub.returncode == 0, scrub.stdout + scrub.stderr
+    assert scrub.stdout.startswith("removed the secret from "), scrub.stdout
+    assert "Traceback" not in scrub.stderr
+    assert find_secrets([dirs["checkpoint"], dirs["output"]], [secret]) == []
+
+    clean = start_app(*args)
+    clean.wait_for_log(r"Recovered streaming context from checkpoint")
+    add("c.txt")
+    wait_for_totals(dirs["output"], truth(texts), clean)
+    assert clean.terminate() == 0, clean.log()[-3000:]
+    assert SAID not in clean.log()
+    assert "Creating new context" not in clean.log()
+    assert find_secrets([dirs["checkpoint"], dirs["output"], tmp_path / "run3.log"], [secret]) == []
