@@ -1,8 +1,8 @@
 """Kafka over TLS with client certificates, against a broker that demands them (tansu behind
 stunnel, tests/integration/kafka_tls.py): both engines read exact totals, with the key's
 password given only in the environment; it reaches the driver's planner, the executors'
-reads, the group commits and `produce`, and no file of the checkpoint holds it, read
-decompressed. A wrong key password or a missing TLS file is one line, exit 2, and writes
+reads, the group commits and `produce`, a restart takes a new one, and no file of the
+checkpoint holds it (nor a SASL password given alongside), read decoded. A wrong key password or a missing TLS file is one line, exit 2, and writes
 nothing."""
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ pytestmark = pytest.mark.timeout(240)
 
 KEY_PASSWORD = "tls-key-pw-4c81e7"
 ROTATED_PASSWORD = "tls-key-pw-rotated-9b02d5"
-ENV = {"STREAMING_APP_SSL_PASSWORD": KEY_PASSWORD}
+# A SASL password too (unused under security_protocol=ssl): it must not be at rest either.
+SASL_PASSWORD = "sasl-pw-unused-61f0aa"
+ENV = {
+    "STREAMING_APP_SSL_PASSWORD": KEY_PASSWORD,
+    "STREAMING_APP_SASL_PLAIN_PASSWORD": SASL_PASSWORD,
+}
 DSTREAM_RECOVERED = r"Recovered streaming context from checkpoint"
 STRUCTURED_STARTED = r"Started new query id=\S+ on checkpoint"
 
@@ -131,12 +136,13 @@ def _assert_no_password_at_rest(
 ) -> None:
     """No checkpoint file holds a password, decoded; the search does read them: it finds
     the topic in a file whose path holds `control`."""
-    assert find_secrets([checkpoint], [KEY_PASSWORD, ROTATED_PASSWORD]) == []
+    passwords = [KEY_PASSWORD, ROTATED_PASSWORD, SASL_PASSWORD]
+    assert find_secrets([checkpoint], passwords) == []
     seen = find_secrets([checkpoint], [topic])
     assert any(control in line for line in seen), seen
     for app in apps:
         output = output_without_traces(app)
-        assert KEY_PASSWORD not in output and ROTATED_PASSWORD not in output
+        assert not [p for p in passwords if p in output]
 
 
 def test_broker_demands_a_client_certificate(tls: TlsBroker) -> None:
@@ -182,7 +188,7 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
     _tls_ini(config, tls.files, ssl_keyfile=str(rotated_key))
     more = lines_of(rng, 150)
     produce(tls.connection(), topic, iter(more), None, 0, 3)
-    second = start_app(*args, env={"STREAMING_APP_SSL_PASSWORD": ROTATED_PASSWORD})
+    second = start_app(*args, env={**ENV, "STREAMING_APP_SSL_PASSWORD": ROTATED_PASSWORD})
     second.wait_for_log(DSTREAM_RECOVERED)
     wait_for_totals(dirs["output"], truth(first_lines + more), second)
     assert second.terminate() == 0
