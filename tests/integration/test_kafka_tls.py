@@ -2,8 +2,8 @@
 stunnel, tests/integration/kafka_tls.py): both engines read exact totals, with the key's
 password given only in the environment; it reaches the driver's planner, the executors'
 reads, the group commits and `produce`, a restart takes a new one, and no file of the
-checkpoint holds it (nor a SASL password given alongside), read decoded. A wrong key password or a missing TLS file is one line, exit 2, and writes
-nothing."""
+checkpoint holds it (nor a SASL password given alongside), read decoded. A wrong key
+password or a missing TLS file is one line, exit 2, and writes nothing."""
 
 from __future__ import annotations
 
