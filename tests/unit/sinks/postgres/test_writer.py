@@ -10,7 +10,7 @@ from unittest import mock
 import psycopg
 import pytest
 
-from streaming_app.errors import EXIT_CRASH, SinkError, StopRequestedError
+from streaming_app.errors import EXIT_CRASH, EXIT_USAGE, SinkError, StopRequestedError
 from streaming_app.sinks.postgres import writer as pg_sink
 from streaming_app.sinks.postgres.writer import PostgresWriter, redact_dsn, validate_table_name
 
@@ -216,6 +216,7 @@ def test_errors_a_retry_cannot_fix_are_not_retried(
     with pytest.raises(SinkError) as raised:
         writer.write_batch(1000, [("a", 1)])
     message = str(raised.value)
+    assert raised.value.exit_code == EXIT_USAGE  # a setting to fix: a restart cannot help
     assert "\n" not in message
     assert hint in message
     assert "postgresql://app:***@127.0.0.1/nope" in message
