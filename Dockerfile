@@ -27,6 +27,9 @@ RUN python3 -m pip install --no-cache-dir /app \
 # A new named volume takes the owner of the directory it is mounted on: user spark, the
 # uid (185) that the worker's executors run as too, so both can write the checkpoint.
 RUN mkdir -p /data && chown spark:spark /data
+# The same for the volume of the cluster's secret (docker-compose.yml's spark-secret),
+# which only the spark user may read.
+RUN mkdir -p /run/spark-secret && chown spark:spark /run/spark-secret && chmod 700 /run/spark-secret
 
 # Spark settings and quiet logging of conf/ (spark-defaults.conf, log4j2.properties).
 ENV SPARK_CONF_DIR=/app/conf

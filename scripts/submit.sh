@@ -5,6 +5,8 @@
 # Builds dist/streaming_app-pyfiles.zip (the package plus its pure-Python dependencies that
 # executors import) and ships it with --py-files. Python apps cannot use standalone
 # cluster deploy mode, so the driver runs here; supervise it from outside.
+# A secured cluster (docs/security.md): SPARK_CONF_DIR=conf/secure and
+# STREAMING_APP_SPARK_SECRET_FILE=FILE (mode 600) here as on the master and workers.
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
 require_python

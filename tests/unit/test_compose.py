@@ -23,7 +23,8 @@ DOCKER_INI = ROOT / "conf" / "docker.ini"
 # Where the Dockerfile puts the project (WORKDIR /app, COPY . /app).
 APP_DIR = PurePosixPath("/app")
 # The services that `docker compose up` starts; the rest must sit behind a profile.
-DEFAULT_SERVICES = {"kafka", "spark-master", "spark-worker", "app", "producer"}
+DEFAULT_SERVICES = {"spark-secret", "kafka", "spark-master", "spark-worker", "app", "producer"}
+SECURED = ("spark-master", "spark-worker", "app")
 DEMO_SERVICES = {"netcat", "demo"}
 PINNED_TAG = re.compile(r"\d+\.\d+\.\d+")
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
@@ -156,7 +157,9 @@ def test_dependencies_wait_for_health() -> None:
     for name, service in SERVICES.items():
         for target, rule in (service.get("depends_on") or {}).items():
             assert isinstance(rule, dict), f"{name}: depends_on {target} needs a condition"
-            if "healthcheck" in SERVICES[target]:
+            if target == "spark-secret":  # a one-shot service: it exits once made
+                assert rule.get("condition") == "service_completed_successfully", name
+            elif "healthcheck" in SERVICES[target]:
                 assert rule.get("condition") == "service_healthy", (
                     f"{name}: depends_on {target} must wait for service_healthy"
                 )
@@ -231,6 +234,39 @@ def test_the_driver_is_launched_for_the_cluster() -> None:
     assert "spark.driver.host=app" in confs, "executors reach the driver by its service name"
     py_files = value_of(launch, "--py-files", where)
     assert py_files in DOCKERFILE, f"the Dockerfile does not build {py_files}"
+
+
+def test_the_cluster_is_secured_with_conf_secure_and_one_secret_volume() -> None:
+    secret = SERVICES["spark-secret"]
+    (made,) = [v for v in secret["volumes"] if str(v).startswith("spark-secret:")]
+    folder = PurePosixPath(str(made).split(":")[1])
+    assert f"chown spark:spark {folder}" in DOCKERFILE and f"chmod 700 {folder}" in DOCKERFILE
+    assert "0o600" in " ".join(command("spark-secret")), "the secret must be made mode 600"
+    for name in SECURED:
+        service = SERVICES[name]
+        env = service["environment"]
+        conf = PurePosixPath(env["SPARK_CONF_DIR"])
+        secret_file = PurePosixPath(env["STREAMING_APP_SPARK_SECRET_FILE"])
+        assert secret_file.parent == folder, f"{name}: the secret is not the spark-secret one"
+        mounts = {str(v).split(":")[1]: str(v) for v in service["volumes"]}
+        assert mounts[str(folder)].endswith(":ro"), f"{name}: mounts the secret writable"
+        # conf/ is mounted whole: conf/secure's log4j2.properties links to ../
+        assert mounts[str(conf.parent)] == f"./conf:{conf.parent}:ro", name
+        assert conf.name == "secure"
+    defaults = (ROOT / "conf" / "secure" / "spark-defaults.conf").read_text("utf-8")
+    for setting in (
+        "spark.authenticate true",
+        "spark.network.crypto.enabled true",
+        "spark.io.encryption.enabled true",
+        "spark.master.rest.enabled false",
+        "spark.ui.killEnabled false",
+    ):
+        key, value = setting.split()
+        assert re.search(rf"^{re.escape(key)}\s+{value}$", defaults, re.M), setting
+    assert "spark.authenticate.secret" not in defaults.replace("# ", "")
+    for name in ("spark-master", "spark-worker"):
+        rule = SERVICES[name]["depends_on"]["spark-secret"]
+        assert rule == {"condition": "service_completed_successfully"}, name
 
 
 def test_ports_are_published_on_loopback_only() -> None:
