@@ -137,16 +137,39 @@ def changes(recorded: CheckpointMetadata, current: CheckpointMetadata) -> list[s
     return found + setting_changes(was, now, keys, unset=UNSET, labels=LABELS)
 
 
-def kept_partitions(fs: FileSystem, checkpoint_dir: str) -> int | None:
-    """The state partitions Spark keeps in the offsets log (its newest readable entry)."""
+def kept_conf(fs: FileSystem, checkpoint_dir: str) -> dict[str, str]:
+    """The Spark settings the offsets log keeps from the first run (its newest readable entry)."""
     directory = join(checkpoint_dir, OFFSETS)
     for batch_id in reversed(batch_ids(fs, directory)):
         try:
             entry = parse_offsets_entry(fs.read_bytes(join(directory, str(batch_id))))
-            return int((entry.metadata.get("conf") or {})[SHUFFLE_PARTITIONS])
-        except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+            conf = entry.metadata.get("conf")
+            if isinstance(conf, dict):
+                return {str(k): str(v) for k, v in conf.items()}
+        except (OSError, ValueError, UnicodeDecodeError):
             continue
-    return None
+    return {}
+
+
+def kept_partitions(fs: FileSystem, checkpoint_dir: str) -> int | None:
+    """The state partitions Spark keeps in the offsets log (its newest readable entry)."""
+    try:
+        return int(kept_conf(fs, checkpoint_dir)[SHUFFLE_PARTITIONS])
+    except (KeyError, ValueError):
+        return None
+
+
+def unapplied_settings(kept: dict[str, str], config: AppConfig) -> list[str]:
+    """A line for each Spark setting of the user's that the query's checkpoint overrides.
+
+    Spark takes these from the offsets log, not from the session, once a query has run.
+    """
+    return [
+        f"Spark setting {key}={value} is not applied: the query's checkpoint keeps "
+        f"{key}={kept[key]} from its first run (Spark reads it from the offsets log)"
+        for key, value in config.spark_conf
+        if key in kept and kept[key] != value
+    ]
 
 
 def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int) -> Seed | None:
@@ -195,4 +218,6 @@ def guard_checkpoint(fs: FileSystem, config: AppConfig, session_partitions: int)
         raise CheckpointError(
             f"checkpoint {ckpt} cannot be used by this run: {'; '.join(found)}. {WHAT_TO_DO}"
         )
+    for line in unapplied_settings(kept_conf(fs, ckpt), config):
+        log.warning("%s", line)
     return None

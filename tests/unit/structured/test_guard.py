@@ -236,3 +236,28 @@ def test_an_unreadable_record_says_what_to_do(tmp_path: Path) -> None:
     (ckpt / STRUCTURED_METADATA_FILE).write_text("{not json")
     with pytest.raises(CheckpointError, match="remove that file"):
         guard_checkpoint(LocalFs(), config(ckpt), 2)
+
+
+def test_a_spark_setting_the_offsets_log_keeps_is_named_in_one_line_when_not_applied(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    guarded_and_started(ckpt)
+    entry = ENTRY.replace(
+        '"spark.sql.shuffle.partitions":"3"',
+        '"spark.sql.shuffle.partitions":"2","spark.sql.streaming.stateStore.compression.codec":"lz4"',
+    )
+    (ckpt / "offsets" / "0").write_text(entry)
+    given = config(ckpt, "spark.sql.streaming.stateStore.compression.codec=zstd")
+    with caplog.at_level("WARNING"):
+        guard_checkpoint(LocalFs(), given, 2)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line == (
+        "Spark setting spark.sql.streaming.stateStore.compression.codec=zstd is not applied: "
+        "the query's checkpoint keeps spark.sql.streaming.stateStore.compression.codec=lz4 "
+        "from its first run (Spark reads it from the offsets log)"
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # the same value, or one the log does not keep: silent
+        guard_checkpoint(LocalFs(), config(ckpt, "spark.x=1"), 2)
+    assert caplog.records == []
