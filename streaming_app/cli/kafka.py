@@ -78,15 +78,17 @@ def produce(
     config_file: str | None,
 ) -> None:
     """Send text lines to a Kafka topic at a given rate (a load generator for demos)."""
-    from streaming_app.sources.kafka.client import KafkaConnection
-    from streaming_app.sources.kafka.tls import check_tls_files
+    from streaming_app.sources.kafka.client import KafkaConnection, bootstrap_addresses
+    from streaming_app.sources.kafka.tls import check_broker_certificate, check_tls_files
     from streaming_app.tools.produce import file_lines, generated_lines
     from streaming_app.tools.produce import produce as send_lines
 
     setup_logging("warning")
     try:
         config = load_config(config_file, cli={"bootstrap_servers": bootstrap_servers})
-        check_tls_files(KafkaConnection.from_config(config))
+        connection = KafkaConnection.from_config(config)
+        check_tls_files(connection)
+        check_broker_certificate(connection, bootstrap_addresses(connection))
     except StreamingAppError as error:
         fail(error)
     lines = (
@@ -100,9 +102,7 @@ def produce(
 
     started = time.monotonic()
     try:
-        sent = send_lines(
-            KafkaConnection.from_config(config), topic, lines, count, rate, partitions, progress
-        )
+        sent = send_lines(connection, topic, lines, count, rate, partitions, progress)
     except StreamingAppError as error:
         fail(error)
     seconds = max(time.monotonic() - started, 1e-9)

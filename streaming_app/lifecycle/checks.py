@@ -1,7 +1,9 @@
-"""Start-up checks both engines make before Spark starts: directories, metrics file, master.
+"""Start-up checks both engines make before Spark starts: paths, master, Kafka's TLS.
 
 Driver side, before any Spark context exists (effective_master connects to spark-submit's
-JVM when there is one). Each check raises ConfigError (exit 2) naming the setting.
+JVM when there is one). Each check raises ConfigError (exit 2) naming the setting: the
+directories and the metrics file, the master and checkpoint location, and with a Kafka
+source its TLS files and the certificate of a broker that answers.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import AppConfig, is_local_path
-from streaming_app.sources.kafka.client import KafkaConnection
-from streaming_app.sources.kafka.tls import check_tls_files
+from streaming_app.sources.kafka.client import KafkaConnection, bootstrap_addresses
+from streaming_app.sources.kafka.tls import check_broker_certificate, check_tls_files
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +103,13 @@ def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -
 
 
 def check_paths(config: AppConfig) -> None:
-    """The directories a run writes or reads, its metrics file, and the Kafka TLS files
-    (ConfigError, exit 2); the files first, so that a mistake in them writes nothing."""
+    """The directories a run writes or reads, its metrics file, the Kafka TLS files and
+    the certificate of a broker that answers (ConfigError, exit 2); Kafka's first, so that
+    a mistake there writes nothing."""
     if config.source == "kafka":
-        check_tls_files(KafkaConnection.from_config(config))
+        connection = KafkaConnection.from_config(config)
+        check_tls_files(connection)
+        check_broker_certificate(connection, bootstrap_addresses(connection))
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)

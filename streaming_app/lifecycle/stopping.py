@@ -24,6 +24,7 @@ from streaming_app.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     CheckpointError,
+    ConfigError,
     PeerUnreachableError,
     SinkError,
     SinkSetupError,
@@ -90,6 +91,8 @@ _NO_RESTART_ERRORS = {
     "CheckpointError": CheckpointError,
     "SinkError": SinkError,  # exit 1, but its own message says what to fix
     "SinkSetupError": SinkSetupError,  # a table or database that does not suit the job
+    # Exit 2: a setting found wrong mid-run (a Kafka broker's certificate, say).
+    "ConfigError": ConfigError,
     # Exit 1, restarted: its message names the server, its address and the outage's length.
     "PeerUnreachableError": PeerUnreachableError,
 }

@@ -5,7 +5,9 @@ in front of it, requires a client certificate signed by the test CA, and forward
 on a loopback port of its own; tansu advertises stunnel's address, so every connection a
 client makes after bootstrap goes through TLS too. The CA, the broker's certificate (SAN
 127.0.0.1 and localhost), the client's certificate and its password-protected key are
-made with openssl for each session. Both processes are stopped by their PIDs at the end.
+made with openssl for each session; so are a CA that signed nothing and a certificate of
+the CA for another host name, which stunnel shows on a second port. Both processes are
+stopped by their PIDs at the end.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class TlsFiles:
     password: str
     server_cert: Path
     server_key: Path
+    other_cafile: Path  # a CA that signed nothing here
+    misnamed_cert: Path  # signed by the CA, for broker.invalid only
+    misnamed_key: Path
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class TlsBroker:
 
     bootstrap: str
     files: TlsFiles
+    misnamed_bootstrap: str  # the same broker, with a certificate that names another host
+    plain_port: int  # tansu's own, for a tunnel started later
 
     def connection(self, **changes: object) -> KafkaConnection:
         """kafka-python settings for this broker (password included)."""
@@ -95,7 +102,16 @@ def make_tls_files(directory: Path, password: str) -> TlsFiles:
              f"pass:{password}", "-keyout", "client.key", "-out", "client.csr", cwd=d)  # fmt: skip
     _openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "2", "-out", "client.pem", cwd=d)  # fmt: skip
-    for key in ("ca.key", "server.key", "client.key"):
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+             "/CN=another CA", "-keyout", "other-ca.key", "-out", "other-ca.pem",
+             cwd=d)  # fmt: skip
+    (d / "misnamed.ext").write_text("subjectAltName = DNS:broker.invalid\n")
+    _openssl(*req, "/CN=broker.invalid", "-keyout", "misnamed.key", "-out", "misnamed.csr",
+             cwd=d)  # fmt: skip
+    _openssl("x509", "-req", "-in", "misnamed.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "misnamed.ext", "-out",
+             "misnamed.pem", cwd=d)  # fmt: skip
+    for key in ("ca.key", "server.key", "client.key", "other-ca.key", "misnamed.key"):
         (d / key).chmod(0o600)
     return TlsFiles(
         cafile=d / "ca.pem",
@@ -104,26 +120,38 @@ def make_tls_files(directory: Path, password: str) -> TlsFiles:
         password=password,
         server_cert=d / "server.pem",
         server_key=d / "server.key",
+        other_cafile=d / "other-ca.pem",
+        misnamed_cert=d / "misnamed.pem",
+        misnamed_key=d / "misnamed.key",
     )
 
 
-def _stunnel_conf(files: TlsFiles, tls_port: int, plain_port: int) -> str:
+def _service(name: str, port: int, plain_port: int, cert: Path, key: Path, ca: Path) -> list[str]:
+    return [
+        f"[{name}]",
+        f"accept = 127.0.0.1:{port}",
+        f"connect = 127.0.0.1:{plain_port}",
+        f"cert = {cert}",
+        f"key = {key}",
+        f"CAfile = {ca}",
+        "verifyChain = yes",  # verify = 2 in older stunnel's words
+        "requireCert = yes",
+    ]
+
+
+def _stunnel_conf(files: TlsFiles, tls_port: int, misnamed_port: int, plain_port: int) -> str:
     return "\n".join(
         [
             "foreground = yes",
             "pid =",  # no pid file: the test holds the process
             "debug = warning",
-            "[kafka]",
-            f"accept = 127.0.0.1:{tls_port}",
-            f"connect = 127.0.0.1:{plain_port}",
-            f"cert = {files.server_cert}",
-            f"key = {files.server_key}",
-            f"CAfile = {files.cafile}",
-            "verifyChain = yes",  # verify = 2 in older stunnel's words
-            "requireCert = yes",
+            *_service("kafka", tls_port, plain_port, files.server_cert, files.server_key,
+                      files.cafile),
+            *_service("kafka-misnamed", misnamed_port, plain_port, files.misnamed_cert,
+                      files.misnamed_key, files.cafile),
             "",
         ]
-    )
+    )  # fmt: skip
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
@@ -155,10 +183,9 @@ def tls_broker(directory: Path, password: str) -> Iterator[TlsBroker]:
     stunnel = stunnel_binary()
     assert stunnel is not None, "stunnel is not installed"
     files = make_tls_files(directory / "tls", password)
-    tls_port = free_port()
-    plain_port = free_port()
+    tls_port, misnamed_port, plain_port = free_port(), free_port(), free_port()
     conf = directory / "stunnel.conf"
-    conf.write_text(_stunnel_conf(files, tls_port, plain_port), encoding="utf-8")
+    conf.write_text(_stunnel_conf(files, tls_port, misnamed_port, plain_port), encoding="utf-8")
     with (
         open(directory / "tansu.log", "wb") as broker_log,
         open(directory / "stunnel.log", "wb") as tunnel_log,
@@ -172,7 +199,32 @@ def tls_broker(directory: Path, password: str) -> Iterator[TlsBroker]:
             env={k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")},
         )
         try:
-            _wait_listening(tls_port, proc, "stunnel", timeout=30)
-            yield TlsBroker(f"127.0.0.1:{tls_port}", files)
+            for port in (tls_port, misnamed_port):
+                _wait_listening(port, proc, "stunnel", timeout=30)
+            yield TlsBroker(
+                f"127.0.0.1:{tls_port}", files, f"127.0.0.1:{misnamed_port}", plain_port
+            )
+        finally:
+            _stop(proc)
+
+
+@contextmanager
+def misnamed_tunnel(broker: TlsBroker, directory: Path, port: int) -> Iterator[None]:
+    """Another stunnel to the broker on `port`, showing the certificate for another host
+    name (a broker that comes up, or changes its certificate, while the app runs)."""
+    stunnel = stunnel_binary()
+    assert stunnel is not None, "stunnel is not installed"
+    files = broker.files
+    conf = directory / "stunnel-late.conf"
+    service = _service("late", port, broker.plain_port, files.misnamed_cert,
+                       files.misnamed_key, files.cafile)  # fmt: skip
+    conf.write_text("\n".join(["foreground = yes", "pid =", "debug = warning", *service, ""]))
+    with open(directory / "stunnel-late.log", "wb") as log:
+        proc = subprocess.Popen(
+            [stunnel, str(conf)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            _wait_listening(port, proc, "stunnel", timeout=30)
+            yield
         finally:
             _stop(proc)

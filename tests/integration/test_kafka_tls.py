@@ -23,12 +23,19 @@ import pytest
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import produce
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
+from tests.integration.harness import (
+    free_port,
+    make_text,
+    output_without_traces,
+    truth,
+    wait_for_totals,
+)
 from tests.integration.kafka_helpers import fresh_topic
 from tests.integration.kafka_tls import (
     TlsBroker,
     TlsFiles,
     make_tls_files,
+    misnamed_tunnel,
     stunnel_binary,
     tls_broker,
 )
@@ -312,3 +319,70 @@ def test_produce_with_a_wrong_key_password_is_one_line_exit_2(
     assert app.wait(timeout=50) == 2, app.log()
     lines = app.log().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ssl_password: does not decrypt"), lines
+
+
+BAD_BROKER_CERTIFICATE = {
+    "untrusted": (
+        "other_cafile",
+        r"Error: ssl_cafile \S+other-ca\.pem: does not verify the certificate of the Kafka "
+        r"broker at 127\.0\.0\.1:\d+ \((self-signed certificate in certificate chain|"
+        r"unable to get local issuer certificate)\)",
+    ),
+    "misnamed": (
+        None,
+        r"Error: ssl_check_hostname: the certificate of the Kafka broker at 127\.0\.0\.1:\d+ "
+        r"does not name 127\.0\.0\.1 \(IP address mismatch, certificate is not valid for "
+        r"'127\.0\.0\.1'\); connect by a name it holds \(bootstrap_servers, the brokers' "
+        r"advertised listeners\), or set ssl_check_hostname = false",
+    ),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+@pytest.mark.parametrize("case", sorted(BAD_BROKER_CERTIFICATE))
+def test_a_broker_certificate_the_settings_reject_is_one_line_exit_2_and_writes_nothing(
+    case: str, engine: str, dirs: dict[str, Path], start_app: Any, tls: TlsBroker,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Not kafka-python's silent retries until kafka_give_up_after, then exit 1 and a
+    supervisor's restarts for ever: a setting must change."""
+    import re
+
+    cafile, expected = BAD_BROKER_CERTIFICATE[case]
+    changes = {"ssl_cafile": str(tls.files.other_cafile)} if cafile else {}
+    bootstrap = tls.bootstrap if cafile else tls.misnamed_bootstrap
+    config = _tls_ini(tmp_path / "kafka-tls.ini", tls.files, **changes)
+    app = start_app(
+        "--config", str(config), "--engine", engine,
+        *kafka_args(dirs, bootstrap, fresh_topic("never")),
+        env=ENV,
+    )  # fmt: skip
+    assert app.wait(timeout=50) == 2, app.log()
+    lines = app.log().strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(expected, lines[0]), app.log()
+    assert not dirs["checkpoint"].exists() and not dirs["output"].exists()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+def test_a_broker_that_comes_up_with_a_misnamed_certificate_ends_the_run_in_one_line_exit_2(
+    engine: str, dirs: dict[str, Path], start_app: Any, tls: TlsBroker, tmp_path: Path
+) -> None:
+    """The driver checks the certificate whenever it connects again, not only at start."""
+    port = free_port()
+    config = _tls_ini(tmp_path / "kafka-tls.ini", tls.files)
+    app = start_app(
+        "--config", str(config), "--engine", engine,
+        *kafka_args(dirs, f"127.0.0.1:{port}", fresh_topic("late")),
+        env=ENV,
+    )  # fmt: skip
+    app.wait_for_log(rf"from the Kafka broker at 127\.0\.0\.1:{port} failed \(attempt 1\)")
+    with misnamed_tunnel(tls, tmp_path, port):
+        assert app.wait(timeout=90) == 2, app.log()[-3000:]
+    last = app.log().strip().splitlines()[-1]
+    assert last.startswith(
+        f"Error: ssl_check_hostname: the certificate of the Kafka broker at 127.0.0.1:{port} "
+        "does not name 127.0.0.1"
+    ), app.log()[-3000:]
+    output_without_traces(app)

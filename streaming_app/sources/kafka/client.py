@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from streaming_app.sources.kafka.offsets import BrokerOffsets, TopicPartition
+from streaming_app.sources.kafka.tls import check_broker_certificate
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,11 @@ def _host_port(server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def bootstrap_addresses(connection: KafkaConnection) -> list[tuple[str, int]]:
+    """(host, port) of each bootstrap server."""
+    return [_host_port(s) for s in connection.bootstrap_servers.split(",") if s.strip()]
+
+
 def check_reachable(connection: KafkaConnection, timeout: float = 5.0) -> None:
     """Raise OSError unless some bootstrap server accepts a TCP connection.
 
@@ -138,6 +144,9 @@ class Broker:
         if group_id is not None and group_id in self._group_consumers:
             return self._group_consumers[group_id]
         check_reachable(self.connection)
+        # A broker certificate the settings reject: one line naming them (exit 2), not
+        # kafka-python's silent retries until kafka_give_up_after.
+        check_broker_certificate(self.connection, bootstrap_addresses(self.connection))
         consumer = new_consumer(
             **self.connection.kafka_kwargs(),
             client_id=self.client_id,

@@ -1,15 +1,21 @@
-"""The Kafka client's TLS files, checked on the driver before Spark starts or a client is made.
+"""The Kafka client's TLS files and the brokers' certificates, checked on the driver.
 
 kafka-python loads the CA, certificate and key only when it first connects: on an
 executor, inside a task, where a wrong key password or a missing file fails the batch
 with a stack trace, and an encrypted key without a password makes OpenSSL ask for one
-on the terminal. Checked here, each mistake is one line that names the setting (exit 2).
-The files are checked where the driver runs; executors must have them at the same paths.
+on the terminal. A broker whose certificate the CA does not verify, or which does not
+name the host, is to kafka-python a broker that never answers: retried until
+kafka_give_up_after, then exit 1, and restarted by a supervisor forever. Checked here,
+before Spark starts and whenever the driver connects again, each mistake is one line
+that names the setting (exit 2). The files are checked where the driver runs; executors
+must have them at the same paths.
 """
 
 from __future__ import annotations
 
+import socket
 import ssl
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from streaming_app.errors import ConfigError
@@ -18,6 +24,8 @@ if TYPE_CHECKING:
     from streaming_app.sources.kafka.client import KafkaConnection
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+# OpenSSL's verify codes for a certificate that is valid but names another host.
+_NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 _ENCRYPTED_MARKERS = (b"ENCRYPTED PRIVATE KEY", b"Proc-Type: 4,ENCRYPTED")
 
 
@@ -93,3 +101,61 @@ def _check_client_pair(certfile: str, keyfile: str | None, password: str | None)
                 "(wrong password)"
             ) from None
         raise ConfigError(f"{key_key} {key_path}: no private key in it ({_reason(exc)})") from None
+
+
+def client_context(connection: KafkaConnection) -> ssl.SSLContext:
+    """The SSL context kafka-python 3 builds from these settings (kafka/net/transport.py)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = connection.ssl_check_hostname
+    if connection.ssl_cafile:
+        context.load_verify_locations(connection.ssl_cafile)
+    else:
+        context.load_default_certs()
+    if connection.ssl_certfile:
+        context.load_cert_chain(
+            connection.ssl_certfile, connection.ssl_keyfile, connection.ssl_password
+        )
+    return context
+
+
+def check_broker_certificate(
+    connection: KafkaConnection, servers: Iterable[tuple[str, int]], timeout: float = 5.0
+) -> None:
+    """Raise ConfigError (exit 2) if the first bootstrap server that answers TLS shows a
+    certificate that ssl_cafile does not verify or that does not name its host.
+
+    Anything else (no server up, a refused client certificate, a broken handshake) is
+    left to kafka-python and the app's retries: only a certificate is a setting's fault.
+    """
+    if connection.security_protocol.upper() not in TLS_PROTOCOLS:
+        return
+    context = client_context(connection)
+    for host, port in servers:
+        try:
+            with (
+                socket.create_connection((host, port), timeout=timeout) as raw,
+                context.wrap_socket(raw, server_hostname=host),
+            ):
+                return
+        except ssl.SSLCertVerificationError as exc:
+            raise _certificate_error(connection, f"{host}:{port}", host, exc) from None
+        except OSError:
+            continue
+
+
+def _certificate_error(
+    connection: KafkaConnection, server: str, host: str, exc: ssl.SSLCertVerificationError
+) -> ConfigError:
+    reason = (exc.verify_message or _reason(exc)).rstrip(".")
+    if exc.verify_code in _NAME_MISMATCH:
+        return ConfigError(
+            f"ssl_check_hostname: the certificate of the Kafka broker at {server} does not "
+            f"name {host} ({reason}); connect by a name it holds (bootstrap_servers, the "
+            "brokers' advertised listeners), or set ssl_check_hostname = false"
+        )
+    cafile = connection.ssl_cafile or "(unset: the system's CAs)"
+    return ConfigError(
+        f"ssl_cafile {cafile}: does not verify the certificate of the Kafka broker at "
+        f"{server} ({reason})"
+    )
