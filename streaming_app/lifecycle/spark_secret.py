@@ -70,6 +70,12 @@ def read_secret_file(path: str) -> str:
     return secret
 
 
+def check_secret_file(path: str | None) -> None:
+    """Before anything is written: a secret file that is set reads and is private (exit 2)."""
+    if path:
+        read_secret_file(path)
+
+
 def is_placeholder(value: str | None) -> bool:
     """Whether a secret value in a SparkConf is ours, not a real secret (or is absent)."""
     return not value or set(value) == {"*"}

@@ -17,6 +17,7 @@ from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import (
     StopRequest,
     hard_stop,
@@ -70,6 +71,7 @@ def run(config: AppConfig) -> int:
     """Run the structured engine until stopped; returns the exit code (raises on failure)."""
     require_extra()
     check_supported(config)
+    check_secret_file(config.spark_secret_file)  # first: a mistake there writes nothing
     check_paths(config)
     prepare_spark_env(config.master, config.spark_conf_dir)
     master, default_fs = effective_master(config)
