@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from streaming_app.common.retry import with_retries
-from streaming_app.errors import SinkError
+from streaming_app.errors import SinkSetupError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
 from streaming_app.sinks.postgres.failures import classify, first_line, secrets_of
 from streaming_app.sinks.postgres.schema import (
@@ -92,7 +92,10 @@ def _parse_dsn(dsn: str) -> dict[str, Any]:
         # libpq quotes the piece it cannot parse, which may hold a password: show a quoted
         # piece only if the redacted DSN shows it anyway.
         reason = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in shown else '"***"', first_line(exc))
-        raise SinkError(f"invalid PostgreSQL DSN {shown}: {reason}; fix the DSN") from None
+        # A setting to fix (exit 2): a supervisor's restart would fail the same way.
+        raise SinkSetupError(
+            f"postgres_dsn: invalid PostgreSQL DSN {shown}: {reason}; fix the DSN"
+        ) from None
 
 
 def _server(params: Mapping[str, Any]) -> str:

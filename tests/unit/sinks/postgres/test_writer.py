@@ -10,7 +10,7 @@ from unittest import mock
 import psycopg
 import pytest
 
-from streaming_app.errors import EXIT_CRASH, EXIT_USAGE, SinkError, StopRequestedError
+from streaming_app.errors import EXIT_USAGE, SinkError, StopRequestedError
 from streaming_app.sinks.postgres import writer as pg_sink
 from streaming_app.sinks.postgres.writer import PostgresWriter, redact_dsn, validate_table_name
 
@@ -70,14 +70,15 @@ def test_query_passwords_are_masked() -> None:
     assert redact_dsn("postgresql://u:p@h/db?password=x") == "postgresql://u:***@h/db?password=***"
 
 
-def test_an_invalid_dsn_is_a_sink_error_that_shows_no_password() -> None:
+def test_an_invalid_dsn_is_a_setting_to_fix_that_shows_no_password() -> None:
     with pytest.raises(SinkError, match="invalid PostgreSQL DSN") as raised:
         PostgresWriter("host=h password='hunter2", "totals")
     assert "hunter2" not in str(raised.value)
     with pytest.raises(SinkError) as raised:
         PostgresWriter("host=h password hunter2", "totals")
     assert "hunter2" not in str(raised.value)
-    assert raised.value.exit_code == EXIT_CRASH
+    assert str(raised.value).startswith("postgres_dsn: invalid PostgreSQL DSN")
+    assert raised.value.exit_code == EXIT_USAGE  # a restart would not help
 
 
 class NoWait(threading.Event):
