@@ -44,11 +44,15 @@ def broker(workdir: Path) -> Iterator[str]:
         yield running.bootstrap
 
 
-def load_topic(bootstrap: str, lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> str:
-    """A new topic holding `lines` 10-word lines over a Zipf vocabulary (100k words)."""
+def load_topic(
+    bootstrap: str | KafkaConnection, lines: int, seed: int = 1, vocabulary: int = VOCABULARY
+) -> str:
+    """A new topic holding `lines` 10-word lines over a Zipf vocabulary (100k words);
+    `bootstrap` may be a connection with security settings (bench/security.py's TLS)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     corpus = generated_lines(WORDS_PER_LINE, vocabulary, seed)
-    produce(KafkaConnection(bootstrap), topic, corpus, lines, 0, PARTITIONS)
+    connection = bootstrap if isinstance(bootstrap, KafkaConnection) else KafkaConnection(bootstrap)
+    produce(connection, topic, corpus, lines, 0, PARTITIONS)
     return topic
 
 
@@ -60,12 +64,16 @@ def distinct_words(lines: int, seed: int = 1, vocabulary: int = VOCABULARY) -> i
     )
 
 
-def count_partitions(bootstrap: str, topic: str, partitions: list[int], lines: int) -> Counter[str]:
+def count_partitions(
+    bootstrap: str | KafkaConnection, topic: str, partitions: list[int], lines: int
+) -> Counter[str]:
     """The baseline's work: one plain kafka-python consumer reads `lines` lines of the
-    partitions from their beginning and counts their words with Counter."""
+    partitions from their beginning and counts their words with Counter (`bootstrap`: or
+    a connection with security settings)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    connection = bootstrap if isinstance(bootstrap, KafkaConnection) else KafkaConnection(bootstrap)
+    consumer = KafkaConsumer(**connection.kafka_kwargs(), enable_auto_commit=False)
     try:
         assigned = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(assigned)
@@ -82,7 +90,7 @@ def count_partitions(bootstrap: str, topic: str, partitions: list[int], lines: i
     return counts
 
 
-def baseline_seconds(bootstrap: str, topic: str, lines: int) -> float:
+def baseline_seconds(bootstrap: str | KafkaConnection, topic: str, lines: int) -> float:
     """One plain kafka-python consumer counting with Counter: seconds to read the topic."""
     started = time.perf_counter()
     count_partitions(bootstrap, topic, list(range(PARTITIONS)), lines)
@@ -148,10 +156,18 @@ class AppRun:
     started: float  # time.time() at spawn
 
     @classmethod
-    def start(cls, workdir: Path, name: str, args: list[str], code: Path | None = None) -> AppRun:
+    def start(
+        cls,
+        workdir: Path,
+        name: str,
+        args: list[str],
+        code: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> AppRun:
         """Spawn the app with its metrics file in workdir.
 
         code: another copy of the repository to run the app from (bench/compare.py).
+        env: more environment (a password the app takes from STREAMING_APP_*).
         """
         metrics = workdir / f"{name}.metrics.jsonl"
         log = workdir / f"{name}.log"
@@ -159,20 +175,20 @@ class AppRun:
         # setting (0: the JVM starts without the class archive); code of a revision before
         # the archive would refuse it as an unknown setting, and starts without one anyway.
         knows = code is None or (code / "streaming_app" / "common" / "jvm_archive.py").is_file()
-        env = {
+        environ = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith("STREAMING_APP_") or (k == ARCHIVE_ENV and knows)
         }
-        env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1")
+        environ.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONUNBUFFERED="1", **(env or {}))
         if code is not None:
-            env["PYTHONPATH"] = str(code)
+            environ["PYTHONPATH"] = str(code)
         with open(log, "ab") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "streaming_app", "run", *args,
                  "--metrics-file", str(metrics), "--no-progress"],
                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, cwd=code,
+                env=environ, start_new_session=True, cwd=code,
             )  # fmt: skip
         return cls(proc, metrics, log, time.time())
 

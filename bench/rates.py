@@ -142,17 +142,22 @@ def interleaved(
     rounds: int,
     measure: dict[Any, Callable[[str], dict[str, Any]]],
     each: tuple[str, ...] = ("processing_s",),
+    rotate: bool = False,
 ) -> dict[Any, dict[str, Any]]:
     """Every measurement `rounds` times, round after round (so that drift hits all alike).
 
     measure: key -> a run, given a name suffix; per key: the median of every figure over
     the runs that know it (None: not known in that run), `runs` (how many) and, for each
     field of `each`, `runs_<field>`: every run's value (`runs_processing_s` by default).
+    rotate: each round starts one measurement later (so that none is always last while
+    the machine's load drifts within a round).
     """
     found: dict[Any, list[dict[str, Any]]] = {key: [] for key in measure}
+    keys = list(measure)
     for number in range(1, rounds + 1):
-        for key, run in measure.items():
-            found[key].append(run(f"r{number}"))
+        shift = (number - 1) % len(keys) if rotate else 0
+        for key in keys[shift:] + keys[:shift]:
+            found[key].append(measure[key](f"r{number}"))
     merged = {}
     for key, runs in found.items():
         figures: dict[str, Any] = {}

@@ -35,10 +35,12 @@ def completed_since(start_ms: float, batches: list[BatchMetrics]) -> bool:
     return any(b.completed_ms > start_ms for b in batches)
 
 
-def restart(workdir: Path, name: str, args: list[str]) -> tuple[AppRun, float]:
+def restart(
+    workdir: Path, name: str, args: list[str], env: dict[str, str] | None = None
+) -> tuple[AppRun, float]:
     """Start the app again (its metrics appended to the same file); it, and the seconds
     from its start to its first completed batch."""
-    app = AppRun.start(workdir, name, args)
+    app = AppRun.start(workdir, name, args, env=env)
     start_ms = app.started * 1000
     batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
     return app, (

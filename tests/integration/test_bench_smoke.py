@@ -161,3 +161,44 @@ def test_bench_smoke_against_quixstreams(tmp_path: Path) -> None:
     # The three that send their totals on sent every word's; the fourth sends nothing.
     assert [v["exact"] for v in quix["quix"]] == [[True], [True], [True], [None]]
     assert "| quixstreams, exactly-once, totals to a topic, 2 instances |" in result.stdout
+
+
+def test_bench_smoke_of_the_cost_of_security(tmp_path: Path) -> None:
+    # Both sides in the exact configuration, one run each; the secured one over TLS through
+    # stunnel with a secret file, which must have turned Spark's protections on.
+    from tests.integration.kafka_tls import stunnel_binary
+    from tests.integration.pg_helpers import ci
+    from tests.secrets_scan import find_secrets
+
+    if stunnel_binary() is None:
+        reason = "the security benchmark needs stunnel (Debian: stunnel4); .ci/run installs it"
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    result = _smoke(tmp_path, "security")
+    assert result.returncode == 0, result.stderr[-3000:]
+    security = json.loads((tmp_path / "results.json").read_text())["security"]
+    assert [s["side"] for s in security["sides"]] == ["no protection", "every protection on"]
+    for side in security["sides"]:
+        assert side["runs_exact"] == [True], side["side"]  # corpus + backlog, each word once
+        assert side["batches"] >= 2 and side["mean_words_per_s"] > 0 and side["aligned_s"] > 0
+        assert 0 < side["restart_first_batch_s"] <= side["restart_caught_up_s"]
+        assert side["ratio_words"] > 0 and side["ratio_restart_first_batch_s"] > 0
+    assert security["sides"][1]["runs_cpu_s"][0] > 0  # stunnel was found and worked
+    assert min(security["paths_us"].values()) > 0
+    # The secured run's SparkConf (Java-serialized in its checkpoint) has the protections,
+    # and the secret itself in no file of that checkpoint.
+    checkpoint = tmp_path / "security-secured-r1" / "checkpoint"
+    settings = ("spark.authenticate", "spark.network.crypto.enabled",
+                "spark.io.encryption.enabled", "spark.ui.killEnabled")  # fmt: skip
+    first = min(checkpoint.glob("checkpoint-*"))
+    found = {finding.rsplit("#", 1)[1] for finding in find_secrets([first], settings)}
+    assert found == {str(n) for n in range(1, len(settings) + 1)}, first
+    secret = (tmp_path / "spark-secret").read_text().strip()
+    assert find_secrets([checkpoint], [secret]) == []
+    for text in (
+        "**The cost of security**",
+        "| **every protection on / no protection** |",
+        "**Where a secured Kafka read's time goes**",
+    ):
+        assert text in result.stdout, text

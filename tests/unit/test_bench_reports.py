@@ -316,3 +316,43 @@ def test_the_quixstreams_table_has_the_app_the_baseline_and_each_variant() -> No
     assert rows[6].startswith("| quixstreams, at-least-once, no output")
     assert "| — (no output) |" in rows[6]
     assert len(rows) == 3 + len(VARIANTS)
+
+
+def _security_side(side: str, words: int, cpu: float | None, ratio: float) -> dict[str, Any]:
+    return {
+        "side": side, "mean_words_per_s": words, "runs_mean_words_per_s": [words, words],
+        "processing_s": 0.6, "runs_processing_s": [0.6, 0.6], "aligned_s": 0.8,
+        "checkpoint_s": None, "app_cpu_s": 9.5, "runs_app_cpu_s": [9.5, 9.5],
+        "restart_first_batch_s": 8.0, "runs_restart_first_batch_s": [8.0, 8.0],
+        "restart_caught_up_s": 11.0, "runs_restart_caught_up_s": [11.0, 11.0],
+        "runs_exact": [True, True], "runs": 2, "runs_cpu_s": [cpu, cpu],
+        "ratio_words": ratio, "ratio_processing": ratio, "ratio_app_cpu_s": ratio,
+        "ratio_restart_first_batch_s": 1.05, "ratio_restart_caught_up_s": 1.1,
+    }  # fmt: skip
+
+
+def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
+    from bench.security import PLAIN, SECURED, SPARK_ONLY, security_report
+    from bench.security_paths import HOP, STRAIGHT, TLS
+
+    found = {
+        "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2,
+        "sides": [_security_side(PLAIN, 900_000, None, 1.0),
+                  _security_side(SPARK_ONLY, 850_000, None, 1.06),
+                  _security_side(SECURED, 600_000, 1.5, 1.5)],
+        "paths_us": {STRAIGHT: 10.0, HOP: 11.0, TLS: 13.0}, "paths_lines": 200_000,
+        "paths_repeats": 5,
+    }  # fmt: skip
+    text = "\n".join(security_report(found))
+    assert "| **every protection on** | 600,000 (600,000, 600,000) | 0.6 s (0.6, 0.6) |" in text
+    assert "| 8.0 s (8.0, 8.0) | 11.0 s (11.0, 11.0) | 2 of 2 |" in text
+    assert "| Spark's protections alone (plain Kafka) / no protection | 1.06 " in text
+    assert "| **every protection on / no protection** | **1.5** " in text
+    assert "**not met** (1.5 on a 60,000-line batch, 1.05 on a restart" in text
+    assert "stunnel, the extra process on the secured path, used 1.5 s of CPU" in text
+    assert "The hop costs 1.0 µs a line, the encryption (client and stunnel) 2.0 µs" in text
+    found["sides"][2].update(ratio_words=1.1)
+    del found["paths_us"][HOP]
+    text = "\n".join(security_report(found))
+    assert "**met** (1.1 on a 60,000-line batch" in text
+    assert "The plain hop was not measured: socat is not installed." in text

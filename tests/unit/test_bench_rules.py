@@ -277,3 +277,17 @@ def test_batch_figures_are_medians_and_means_of_the_steady_batches() -> None:
         "words_per_s": 10_000,  # median of 10,000, 5,000 and 20,000 words/s
         "mean_words_per_s": 10_000, "mean_processing_s": 1.333,
     }  # fmt: skip
+
+
+def test_interleaved_can_start_each_round_with_the_next_measurement() -> None:
+    order: list[str] = []
+
+    def run(key: str) -> Any:
+        def measure(suffix: str) -> dict[str, Any]:
+            order.append(f"{key}{suffix}")
+            return {"processing_s": 1.0}
+
+        return measure
+
+    interleaved(3, {k: run(k) for k in "abc"}, rotate=True)
+    assert order == ["ar1", "br1", "cr1", "br2", "cr2", "ar2", "cr3", "ar3", "br3"]

@@ -1,0 +1,342 @@
+"""The cost of security: the exact configuration with every protection on against none.
+
+Every side runs the README's setup for exact totals (bench/exact.py: Kafka source,
+`--sink files --sink console`, a state checkpoint and a snapshot every 10 batches,
+`local[2]`, capped batches). Every protection on: a Spark secret file
+(`--spark-secret-file`, mode 600: authentication, AES-based RPC encryption, encrypted local
+disk, no UI kill) and Kafka over TLS with a client certificate and an encrypted key (its
+password in the environment), through stunnel in front of tansu (the suite's broker,
+tests/integration/kafka_tls.py). No protection: the same app on a plain tansu. Spark's
+protections alone (the secret file, plain Kafka) split the cost. Each run reads a topic of
+its own (the same corpus on every side) in steady batches, is killed with kill -9 once past
+a state checkpoint, is restarted while a backlog of one batch waits, reads it, and its
+files sink's totals are checked against the corpus and the backlog. Sides alternate round
+after round (bench/rates.py). Then bench/security_paths.py's reads tell stunnel's hop from
+the encryption.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from bench.exact import HEADLINE_LINES, steady_cycle
+from bench.harness import (
+    BATCH_S,
+    PARTITIONS,
+    VOCABULARY,
+    WORDS_PER_LINE,
+    AppRun,
+    exact_args,
+    kafka_args,
+    load_topic,
+    median,
+)
+from bench.rates import batch_figures, interleaved, steady_batches
+from bench.recovery import restart, wait_for_counted
+from bench.security_paths import (
+    HOP,
+    STRAIGHT,
+    TLS,
+    paths_report,
+    plain_hop,
+    process_cpu_s,
+    reads,
+    session_cpu_s,
+)
+from streaming_app.sinks.files_layout import read_totals
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.dev_broker import DevBroker
+from streaming_app.tools.produce import generated_lines, produce
+from tests.integration.kafka_tls import stunnel_binary, tls_broker
+
+PLAIN, SECURED = "no protection", "every protection on"
+SPARK_ONLY = "Spark's protections alone (plain Kafka)"
+# The full run's batch size: the exact configuration's headline.
+SECURITY_LINES = HEADLINE_LINES
+# The target of issue 39: a secured run at most this many times the plain one.
+TARGET = 1.2
+CORPUS_SEED, BACKLOG_SEED = 1, 39
+# The client key's password: the benchmark's own, given to the app in its environment only.
+KEY_PASSWORD = secrets.token_hex(12)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: how its app reaches its broker, and what it adds."""
+
+    label: str
+    slug: str
+    connection: KafkaConnection
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def unavailable() -> str | None:
+    """Why the secured side cannot run here (one line), or None."""
+    if stunnel_binary() is None:
+        return "the security benchmark needs stunnel (Debian: stunnel4) and openssl"
+    return None
+
+
+def secret_file(path: Path) -> Path:
+    """A Spark secret in a file only its owner may read, as docs/security.md says."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+    return path
+
+
+@contextmanager
+def sides(workdir: Path) -> Iterator[dict[str, Side]]:
+    """Each side on a tansu of its own, started together and loaded alike (not
+    KAFKA_BOOTSTRAP, nor the broker other benchmarks filled: the sides differ by the
+    protections alone): no protection, Spark's protections alone, and every protection
+    on, its tansu behind stunnel; by label."""
+    with (
+        open(workdir / "plain-tansu.log", "wb") as plain_log,
+        open(workdir / "spark-only-tansu.log", "wb") as spark_only_log,
+        DevBroker(log=plain_log) as plain_broker,
+        DevBroker(log=spark_only_log) as spark_only_broker,
+        tls_broker(workdir / "tls-broker", KEY_PASSWORD) as tls,
+    ):
+        secret = ("--spark-secret-file", str(secret_file(workdir / "spark-secret")))
+        tls_ini = ("--config", str(tls.ini(workdir / "kafka-tls.ini")))
+        yield {
+            PLAIN: Side(PLAIN, "plain", KafkaConnection(plain_broker.bootstrap)),
+            SPARK_ONLY: Side(SPARK_ONLY, "spark-only",
+                             KafkaConnection(spark_only_broker.bootstrap), secret),
+            SECURED: Side(SECURED, "secured", tls.connection(), (*tls_ini, *secret),
+                          {"STREAMING_APP_SSL_PASSWORD": KEY_PASSWORD}),
+        }  # fmt: skip
+
+
+def corpus_counts(lines: int, seed: int) -> Counter[str]:
+    """The words of the first `lines` lines load_topic (or the backlog) sends."""
+    counts: Counter[str] = Counter()
+    for line in islice(generated_lines(WORDS_PER_LINE, VOCABULARY, seed), lines):
+        counts.update(line.split())
+    return counts
+
+
+def run_once(
+    workdir: Path,
+    name: str,
+    side: Side,
+    batch_lines: int,
+    every: int,
+    expected: Counter[str],
+    cpu_of: str | None = None,
+) -> dict[str, Any]:
+    """One run of a side: steady batches, a kill -9 past a checkpoint, a restart with one
+    batch of backlog; the steady batches' figures, the restart's, whether the totals are
+    exact (the corpus and the backlog, each word counted once), and with `cpu_of` the CPU
+    seconds of the process whose command line holds it while the app read the corpus."""
+    lines = batch_lines * (every + 3)  # 2 warm-up batches, `every` steady, a last one
+    topic = load_topic(side.connection, lines, seed=CORPUS_SEED)
+    rate = max(1, batch_lines // (PARTITIONS * BATCH_S))
+    run_dir = workdir / name
+    args = [
+        *kafka_args(run_dir, side.connection.bootstrap_servers, topic,
+                    "--max-rate-per-partition", str(rate)),
+        *exact_args(run_dir, every), *side.args,
+    ]  # fmt: skip
+    cpu = process_cpu_s(cpu_of) if cpu_of else None
+    cpu_before = cpu() if cpu else 0.0
+    app = AppRun.start(workdir, name, args, env=side.env)
+    try:
+        # The app's CPU over its batches after the first two (JVM warm-up), to the end
+        # of the corpus: on a loaded machine a steadier measure than the batches' time.
+        app.wait_for(lambda b: sum(1 for x in b if x.records) >= 2, 120 + lines / 50)
+        warm_cpu_s = session_cpu_s(app.proc.pid)
+        wait_for_counted(app, lines, 120 + lines / 50)
+        app_cpu_s = round(session_cpu_s(app.proc.pid) - warm_cpu_s, 2)
+        cpu_s = round(cpu() - cpu_before, 2) if cpu else None
+        batches = app.batches()
+        time.sleep(every * BATCH_S)  # past a state checkpoint, as a long-running driver is
+        app.kill9()
+        backlog = generated_lines(WORDS_PER_LINE, VOCABULARY, BACKLOG_SEED)
+        produce(side.connection, topic, backlog, batch_lines, 0, PARTITIONS)
+        app, first_s = restart(workdir, name, args, side.env)
+        wait_for_counted(app, lines + batch_lines, 300)
+        caught_up_s = time.time() - app.started
+        _, totals = read_totals(str(run_dir / "output"))
+        app.kill9()  # every figure is taken: a graceful stop would only cost time
+    finally:
+        app.stop()
+    busy = [b for b in batches if b.records and b.processing_ms]
+    steady = steady_batches(busy, [b.records or 0 for b in busy], 0)
+    return {
+        **batch_figures([(b.records or 0, (b.processing_ms or 0) / 1000) for b in steady]),
+        **steady_cycle(every)(batches, steady),
+        "restart_first_batch_s": round(first_s, 1),
+        "restart_caught_up_s": round(caught_up_s, 1),
+        "exact": totals == expected,
+        "cpu_s": cpu_s,
+        "app_cpu_s": app_cpu_s,
+    }
+
+
+def security_cost(
+    workdir: Path,
+    batch_lines: int,
+    rounds: int,
+    every: int,
+    parts: bool = True,
+    read_lines: int = 200_000,
+    read_repeats: int = 5,
+) -> dict[str, Any]:
+    """Every side `rounds` times, alternated; their medians and the ratios to the plain
+    side. `parts`: Spark's protections alone as a third side. Then the Kafka read paths
+    (bench/security_paths.py) over `read_lines` lines."""
+    reason = unavailable()
+    if reason:
+        raise SystemExit(f"error: {reason}")
+    lines = batch_lines * (every + 3)
+    expected = corpus_counts(lines, CORPUS_SEED) + corpus_counts(batch_lines, BACKLOG_SEED)
+    stunnel = str(workdir / "tls-broker" / "stunnel.conf")  # tls_broker's, unique to it
+    with sides(workdir) as by_label:
+        chosen = [by_label[PLAIN], *([by_label[SPARK_ONLY]] if parts else []), by_label[SECURED]]
+        runs: dict[str, Callable[[str], dict[str, Any]]] = {
+            side.label: _runner(workdir, side, batch_lines, every, expected,
+                                stunnel if side.label == SECURED else None)
+            for side in chosen
+        }  # fmt: skip
+        found = interleaved(rounds, runs, each=EACH, rotate=True)
+        with plain_hop(workdir) as hop:
+            routes = {STRAIGHT: by_label[PLAIN].connection, **({HOP: hop} if hop else {}),
+                      TLS: by_label[SECURED].connection}  # fmt: skip
+            paths = reads(routes, read_lines, read_repeats)
+    off = found[PLAIN]
+    for figures in found.values():
+        figures["ratio_processing"] = _ratio(figures["processing_s"], off["processing_s"])
+        figures["ratio_words"] = _ratio(off["mean_words_per_s"], figures["mean_words_per_s"])
+        for key in ("restart_first_batch_s", "restart_caught_up_s", "app_cpu_s"):
+            figures[f"ratio_{key}"] = _ratio(figures[key], off[key])
+    return {
+        "batch_lines": batch_lines,
+        "checkpoint_batches": every,
+        "rounds": rounds,
+        "sides": [{"side": label, **figures} for label, figures in found.items()],
+        "paths_us": paths,
+        "paths_lines": read_lines,
+        "paths_repeats": read_repeats,
+    }
+
+
+# The figures of every run that the report shows, beside their medians.
+EACH = ("processing_s", "mean_words_per_s", "restart_first_batch_s", "restart_caught_up_s",
+        "exact", "cpu_s", "app_cpu_s")  # fmt: skip
+
+
+def _runner(
+    workdir: Path,
+    side: Side,
+    batch_lines: int,
+    every: int,
+    expected: Counter[str],
+    cpu_of: str | None,
+) -> Callable[[str], dict[str, Any]]:
+    return lambda suffix: run_once(
+        workdir, f"security-{side.slug}-{suffix}", side, batch_lines, every, expected, cpu_of
+    )
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 2) if denominator else float("nan")
+
+
+def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> list[str]:
+    """The cost of security's tables for docs/benchmarks.md; `exact`: bench/exact.py's
+    figures of the same invocation, whose headline the plain side reruns."""
+    size, every, rounds = s["batch_lines"], s["checkpoint_batches"], s["rounds"]
+    lines = [
+        f"**The cost of security** (the exact configuration: Kafka source, `local[2]`, 2 s "
+        f"batches of **{size:,} lines** of 10 words over a Zipf vocabulary of 100k words, "
+        "`--sink files --sink console`, a state checkpoint and a snapshot every "
+        f"{every} batches, the state growing to the corpus's distinct words. Every "
+        "protection on: `--spark-secret-file` (`spark.authenticate`, "
+        "`spark.network.crypto.enabled` without SASL fallback, `spark.io.encryption.enabled`, "
+        "`spark.ui.killEnabled=false`) and Kafka over TLS with a client certificate and an "
+        "encrypted key (`security_protocol = ssl`, `ssl_cafile`, `ssl_certfile`, "
+        "`ssl_keyfile`, `ssl_password` from the environment), tansu behind stunnel. Words/s "
+        f"of processing over {every} steady batches; then `kill -9` past a state checkpoint "
+        f"and a restart with {size:,} lines waiting: seconds from the start to the first "
+        "completed batch and to the backlog read; exact: the files sink's totals equal the "
+        f"corpus's and the backlog's. CPU: the app's processes' CPU seconds (driver, JVM, "
+        "Python workers, from `/proc`) over its batches after the first two, a measure the "
+        f"machine's other load disturbs less. Medians of {rounds} runs of each side, "
+        "alternated, each round starting with the next side; each run in brackets):",
+        "",
+        "| | words/s of processing | processing of a batch | aligned batches | batches "
+        "that wrote Spark's checkpoint | CPU | restart to the first batch | restart to the "
+        "backlog read | exact |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in s["sides"]:
+        bold = "**" if r["side"] == SECURED else ""
+        lines.append(
+            f"| {bold}{r['side']}{bold} | {r['mean_words_per_s']:,} ("
+            + ", ".join(f"{w:,}" for w in r["runs_mean_words_per_s"])
+            + f") | {r['processing_s']} s ({_each(r['runs_processing_s'])}) | "
+            f"{_cell(r['aligned_s'])} | {_cell(r['checkpoint_s'])} | "
+            f"{r['app_cpu_s']} s ({_each(r['runs_app_cpu_s'])}) | "
+            f"{r['restart_first_batch_s']} s ({_each(r['runs_restart_first_batch_s'])}) | "
+            f"{r['restart_caught_up_s']} s ({_each(r['runs_restart_caught_up_s'])}) | "
+            f"{sum(r['runs_exact'])} of {r['runs']} |"
+        )
+    for r in s["sides"][1:]:
+        bold = "**" if r["side"] == SECURED else ""
+        lines.append(
+            f"| {bold}{r['side']} / no protection{bold} | {bold}{r['ratio_words']}{bold} "
+            f"(plain's words/s over these) | {r['ratio_processing']} | | | "
+            f"{r['ratio_app_cpu_s']} | {r['ratio_restart_first_batch_s']} | "
+            f"{r['ratio_restart_caught_up_s']} | |"
+        )
+    secured = next(r for r in s["sides"] if r["side"] == SECURED)
+    worst = max(secured["ratio_words"], secured["ratio_restart_first_batch_s"])
+    lines += [
+        "",
+        f"Target: every protection on costs at most {TARGET} times: "
+        f"**{'met' if worst <= TARGET else 'not met'}** ({secured['ratio_words']} on a "
+        f"{size:,}-line batch, {secured['ratio_restart_first_batch_s']} on a restart to its "
+        "first batch).",
+    ]
+    cpu = [c for c in secured["runs_cpu_s"] if c is not None]
+    if cpu:
+        lines += [
+            "",
+            f"stunnel, the extra process on the secured path, used {median(cpu)} s of CPU "
+            f"while the app read the corpus ({size * (every + 3):,} lines; each run: "
+            f"{_each(cpu)} s), on the same two cores.",
+        ]
+    lines += ["", *paths_report(s["paths_us"], s["paths_lines"], s["paths_repeats"])]
+    if exact:
+        headline = [
+            r for r in exact["rows"]
+            if r["batch_lines"] == exact["headline_lines"] and r["sinks"] == "files + console"
+        ]  # fmt: skip
+        if headline:
+            lines += [
+                "",
+                f"bench/exact.py's own run in this invocation ({exact['headline_lines']:,}-line "
+                f"batches, no protection): {headline[0]['mean_words_per_s']:,} words/s, "
+                f"{headline[0]['processing_s']} s a batch.",
+            ]
+    return lines
+
+
+def _each(values: list[Any]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _cell(value: Any) -> str:
+    return "—" if value is None else f"{value} s"
