@@ -176,7 +176,8 @@ def script_env(loopback: bool = True) -> dict[str, str]:
 
 
 class SubmittedApp(App):
-    """`scripts/submit.sh SUBMIT_ARGS -- RUN_ARGS` in its own session.
+    """`scripts/submit.sh SUBMIT_ARGS -- RUN_ARGS` in its own session (`env`: added to
+    script_env's, STREAMING_APP_* included).
 
     The session leader is spark-submit's JVM, which is also the driver's JVM (py4j); the
     Python driver is its child. App's kill9/wait/log/wait_for_log apply unchanged.
@@ -189,6 +190,7 @@ class SubmittedApp(App):
         workdir: Path,
         name: str,
         on: Host | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.log_path = self.out_path = workdir / f"{name}.log"
         # One file: spark-submit passes the Python driver's stderr on as its own stdout.
@@ -200,7 +202,7 @@ class SubmittedApp(App):
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=script_env(loopback=on is None),
+            env={**script_env(loopback=on is None), **(env or {})},
             start_new_session=True,
         )
 

@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,31 @@ _FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
 
 
 class HostCluster(Cluster):
-    """A master on `master` and one worker (2 cores, 1 GiB) on each host of `workers`."""
+    """A master on `master` and one worker (2 cores, 1 GiB) on each host of `workers`.
+
+    `conf_dir` is the daemons' SPARK_CONF_DIR (its spark-defaults.conf and spark-env.sh),
+    in place of an empty one; its settings then stand alone, the REST submission server's
+    included. `env` adds to the daemons' environment (a secret file for spark-env.sh).
+    """
 
     def __init__(
-        self, workdir: Path, master: Host, workers: Sequence[Host], master_opts: str = ""
+        self,
+        workdir: Path,
+        master: Host,
+        workers: Sequence[Host],
+        master_opts: str = "",
+        conf_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(workdir)
         self.master_host = master
         self.workers = {host.name: host for host in workers}
         self.env.pop("SPARK_LOCAL_IP")
-        self.env["SPARK_MASTER_OPTS"] += f" {master_opts}".rstrip()
+        if conf_dir is not None:
+            self.env["SPARK_CONF_DIR"] = str(conf_dir)
+            self.env["SPARK_MASTER_OPTS"] = ""
+        self.env["SPARK_MASTER_OPTS"] = f"{self.env['SPARK_MASTER_OPTS']} {master_opts}".strip()
+        self.env.update(env or {})
 
     def worker_dir(self, name: str) -> Path:
         """The work directory of a worker: its executors' app-*/<id>/stderr."""

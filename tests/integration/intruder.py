@@ -1,0 +1,223 @@
+"""What a host without the secret tries, run on it: `python -m tests.integration.intruder`.
+
+Each action prints one JSON object on stdout, and never raises for what the cluster refuses:
+the refusal is its result, for the test to judge.
+
+- `job MASTER NAME [--secret S]`: a PySpark application on the standalone master (with
+  `--secret`: authentication and encryption on, with that secret) runs a small job.
+- `fetch DRIVER OUT PATH...`: a local-mode PySpark asks the driver's RPC file server
+  (`spark://HOST:PORT`) for each PATH (`files/NAME`, `jars/NAME`), as an executor would,
+  with no secret; what it is given is saved under OUT.
+- `kill-ui UI SECONDS`: for that long, every job and stage of the application that the
+  driver's web UI lists, and a few ids beyond, is sent the UI's kill request (GET and
+  POST), as the kill links would.
+- `http METHOD URL [FORM] [--save FILE]`: one HTTP request (FORM: `k=v&k=v`, sent as a form).
+- `connect HOST PORT`: whether a TCP connection is accepted, refused or times out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+# No proxy, whatever the environment says: every address is one of the test's own.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _first_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)  # py4j's: the Java exception says what
+    text = (str(java.toString()) if java is not None else str(exc)).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"
+
+
+def job(master: str, name: str, secret: str | None, wait: float) -> dict[str, Any]:
+    """Start an application on `master` and run a job; what happened."""
+    from pyspark import SparkConf, SparkContext
+
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName(name)
+        .set("spark.ui.enabled", "false")
+        .set("spark.executor.memory", "512m")
+    )
+    if secret is not None:
+        conf.set("spark.authenticate", "true").set("spark.authenticate.secret", secret)
+        # As conf/secure has it: only the secret differs from an application of the cluster's.
+        conf.set("spark.network.crypto.enabled", "true")
+        conf.set("spark.network.crypto.saslFallback", "false")
+    result: dict[str, Any] = {"ran": False}
+    try:
+        sc = SparkContext(conf=conf)
+    except Exception as exc:  # refused while starting: that is the answer
+        result["error"] = _first_line(exc)
+        return result
+    result["app_id"] = sc.applicationId
+
+    def run() -> None:
+        try:
+            result["sum"] = sc.parallelize(range(10), 2).sum()
+            result["ran"] = True
+        except Exception as exc:
+            result["error"] = _first_line(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + wait
+    # Until the job ends, or Spark gives the application up (the context stopped), or `wait`.
+    while worker.is_alive() and time.monotonic() < deadline:
+        worker.join(1)
+        if worker.is_alive() and sc._jsc is not None and sc._jsc.sc().isStopped():
+            result["error"] = "the SparkContext was stopped (Spark gave the application up)"
+            break
+    else:
+        if worker.is_alive():
+            result["error"] = f"no result within {wait:.0f} s"
+    sc.stop()
+    return result
+
+
+def fetch(driver: str, out: Path, paths: list[str]) -> dict[str, Any]:
+    """Ask the driver's file server for each path, as an executor would; save what comes
+    (its / as _).
+
+    A client-mode RpcEnv of PySpark's JVM, with no secret, does what `SparkEnv.get.rpcEnv`
+    would: py4j cannot call SparkEnv itself (its methods name protobuf classes, which
+    pyspark's jars do not have).
+    """
+    from pyspark.java_gateway import launch_gateway
+
+    gateway = launch_gateway()
+    jvm = gateway.jvm
+    conf = jvm.org.apache.spark.SparkConf(False)
+    config = jvm.java.lang.Class.forName("org.apache.spark.internal.config.package$")
+    secret_file_entry = config.getField("MODULE$").get(None).AUTH_SECRET_FILE()
+    security = jvm.org.apache.spark.SecurityManager(
+        conf, jvm.scala.Option.empty(), secret_file_entry
+    )
+    rpc_env = jvm.org.apache.spark.rpc.RpcEnv.create("intruder", "0.0.0.0", 0, conf, security, True)
+    found: dict[str, Any] = {}
+    out.mkdir(parents=True, exist_ok=True)
+    for name in paths:
+        try:
+            channel = rpc_env.openChannel(f"{driver}/{name}")
+            stream = jvm.java.nio.channels.Channels.newInputStream(channel)
+            data = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            stream.close()
+        except Exception as exc:
+            found[name] = {"error": _first_line(exc)}
+            continue
+        (out / name.replace("/", "_")).write_bytes(data)
+        found[name] = {"bytes": len(data)}
+    rpc_env.shutdown()
+    gateway.shutdown()
+    return found
+
+
+def http(method: str, url: str, form: str | None, save: Path | None) -> dict[str, Any]:
+    """One request; its status (or why none came) and the first bytes of the body."""
+    data = form.encode() if form is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    try:
+        with _OPENER.open(request, timeout=10) as response:
+            status, body = response.status, response.read()
+            final = response.url
+    except urllib.error.HTTPError as exc:
+        status, body, final = exc.code, exc.read(), url
+    except OSError as exc:
+        return {"error": _first_line(exc)}
+    if save is not None:
+        save.write_bytes(body)
+    return {"status": status, "url": final, "body": body[:2000].decode("utf-8", "replace")}
+
+
+def _get_json(url: str) -> Any:
+    with _OPENER.open(url, timeout=10) as response:
+        return json.load(response)
+
+
+def kill_ui(ui: str, seconds: float) -> dict[str, Any]:
+    """Send the kill request of every job and stage the UI lists, again and again."""
+    statuses: dict[str, int] = {}
+    aimed_at_active = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            (app,) = _get_json(f"{ui}/api/v1/applications")
+            api = f"{ui}/api/v1/applications/{app['id']}"
+            jobs = {job["jobId"]: job["status"] for job in _get_json(f"{api}/jobs")}
+            stages = {s["stageId"]: s["status"] for s in _get_json(f"{api}/stages")}
+        except (OSError, ValueError) as exc:
+            statuses[_first_line(exc)] = statuses.get(_first_line(exc), 0) + 1
+            time.sleep(0.5)
+            continue
+        targets = [("jobs/job", n, jobs.get(n)) for n in range(max(jobs, default=0) + 3)]
+        targets += [("stages/stage", n, stages.get(n)) for n in range(max(stages, default=0) + 3)]
+        for page, number, status in targets:
+            aimed_at_active += status in ("RUNNING", "ACTIVE")
+            for method in ("GET", "POST"):
+                url = f"{ui}/{page}/kill/?id={number}&terminate=true"
+                got = http(method, url, f"id={number}&terminate=true", None)
+                key = f"{method} {page}/kill: {got.get('status', got.get('error'))}"
+                statuses[key] = statuses.get(key, 0) + 1
+    return {"statuses": statuses, "aimed_at_active": aimed_at_active}
+
+
+def connect(host: str, port: int) -> dict[str, Any]:
+    """Whether a TCP connection to host:port is accepted."""
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except ConnectionRefusedError:
+        return {"connect": "refused"}
+    except OSError as exc:
+        return {"connect": _first_line(exc)}
+    return {"connect": "accepted"}
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="intruder")
+    actions = parser.add_subparsers(dest="action", required=True)
+    p_job = actions.add_parser("job")
+    p_job.add_argument("master")
+    p_job.add_argument("name")
+    p_job.add_argument("--secret")
+    p_job.add_argument("--wait", type=float, default=100)
+    p_fetch = actions.add_parser("fetch")
+    p_fetch.add_argument("driver")
+    p_fetch.add_argument("out", type=Path)
+    p_fetch.add_argument("paths", nargs="+")
+    p_kill = actions.add_parser("kill-ui")
+    p_kill.add_argument("ui")
+    p_kill.add_argument("seconds", type=float)
+    p_http = actions.add_parser("http")
+    p_http.add_argument("method")
+    p_http.add_argument("url")
+    p_http.add_argument("form", nargs="?")
+    p_http.add_argument("--save", type=Path)
+    p_connect = actions.add_parser("connect")
+    p_connect.add_argument("host")
+    p_connect.add_argument("port", type=int)
+    args = parser.parse_args(argv)
+    if args.action == "job":
+        result = job(args.master, args.name, args.secret, args.wait)
+    elif args.action == "fetch":
+        result = fetch(args.driver, args.out, args.paths)
+    elif args.action == "kill-ui":
+        result = kill_ui(args.ui, args.seconds)
+    elif args.action == "http":
+        result = http(args.method, args.url, args.form, args.save)
+    else:
+        result = connect(args.host, args.port)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,430 @@
+"""An intruder on the network of a secured cluster (issue 39, item 5): it gets nothing.
+
+Four hosts of their own: a standalone master and one worker started with a copy of
+`conf/secure` (SPARK_CONF_DIR; the REST submission server's setting comes from there alone),
+the driver running the app with `scripts/submit.sh`, `conf/secure` and the secret file, and
+an intruder with no secret. While the app counts exactly, on either engine, the intruder
+tries: an application on the master with no secret and with a wrong one; a driver through
+the REST submission server (port 6066) and through the master's RPC port (`spark-submit
+--deploy-mode cluster`); the master UI's kill and the driver UI's job and stage kill
+links; the driver's RPC file server, which Spark does not protect, for every file the
+driver's UI lists; the driver UI's environment. A capture of the bridge throughout holds
+no input word (long random tokens) and no secret; no process's command line holds the
+secret, nor does any file the run leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cluster_helpers import ROOT, SPARK_HOME, SubmittedApp
+from tests.integration.cluster_hosts import MASTER_PORT, WORKER_UI_PORT, HostCluster
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, truth, wait_for_totals
+from tests.integration.netns import Host, Network, pick_subnet, root_networks, worker_number
+from tests.integration.pg_helpers import ci
+from tests.integration.test_cluster_partition import pids_on
+from tests.secrets_scan import find_secrets
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+REST_PORT = 6066  # the master's REST submission server, were it on
+DRIVER_PORT = {"dstream": 7101, "structured": 7102}  # the driver's RPC (and file) server
+UI_PORT = {"dstream": 4041, "structured": 4042}
+STARTED = {
+    "dstream": r"Started new streaming context",
+    "structured": r"Started new query id=\S+ on checkpoint",
+}
+WORDS = 16
+ATTEMPT_TIMEOUT = 150  # an application the master never answers gives up after 3 x 20 s
+
+
+@dataclass
+class Site:
+    """The network, its hosts, the secured cluster, and the secret its daemons were given."""
+
+    network: Network
+    hosts: dict[str, Host]
+    cluster: HostCluster
+    secret: str
+    secret_file: Path
+
+
+@pytest.fixture(scope="module")
+def site(
+    _netns_ready: None, worker_id: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    """Master, worker, driver and intruder hosts; the cluster on conf/secure with the secret."""
+    if shutil.which("tcpdump") is None:  # .ci/run installs it
+        reason = "the intruder test captures the network with tcpdump, which is not installed"
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp("intruder-site")
+    secret = secrets.token_hex(32)
+    secret_file = workdir / "spark-secret"
+    secret_file.write_text(secret + "\n")
+    secret_file.chmod(0o600)
+    # The daemons' copy of conf/secure, with Spark's own (INFO) log: HostCluster reads the
+    # master's address and ports from it.
+    conf_dir = workdir / "conf-secure"
+    shutil.copytree(ROOT / "conf" / "secure", conf_dir)
+    (conf_dir / "log4j2.properties").unlink()
+    subnet = pick_subnet(worker_number(worker_id), root_networks())
+    with Network(subnet, label="intruder") as network:
+        hosts = {
+            name: network.add_host(name) for name in ("master", "worker", "driver", "intruder")
+        }
+        cluster = HostCluster(
+            workdir / "cluster",
+            hosts["master"],
+            [hosts["worker"]],
+            conf_dir=conf_dir,
+            env={"STREAMING_APP_SPARK_SECRET_FILE": str(secret_file)},
+        )
+        cluster.env["SPARK_LOCAL_DIRS"] = str(workdir / "cluster" / "local")
+        try:
+            cluster.start()
+            yield Site(network, hosts, cluster, secret, secret_file)
+        finally:
+            cluster.stop()
+
+
+class Capture:
+    """tcpdump on the bridge (every packet between the hosts), into a pcap file."""
+
+    def __init__(self, network: Network, path: Path) -> None:
+        self.path = path
+        self.err = path.with_suffix(".log")
+        with open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                ["ip", "netns", "exec", network.bridge_ns,
+                 "tcpdump", "-i", "br0", "-n", "-U", "-s", "0", "-w", str(path)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )  # fmt: skip
+        network.processes.append(self.proc)  # killed by the network at the end, whatever
+        deadline = time.monotonic() + 30
+        while b"listening on br0" not in self.err.read_bytes():
+            assert self.proc.poll() is None, self.err.read_text()
+            assert time.monotonic() < deadline, "tcpdump did not start"
+            time.sleep(0.1)
+
+    def stop(self) -> bytes:
+        """Stop the capture (SIGINT: tcpdump writes what it holds); the pcap file's bytes."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=30)
+        return self.path.read_bytes()
+
+
+class CommandLines(threading.Thread):
+    """Every process's command line, read twice a second: those that hold the secret."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__(daemon=True)
+        self.secret = secret.encode()
+        self.halt = threading.Event()
+        self.found: set[str] = set()
+        self.reads = 0
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    args = (entry / "cmdline").read_bytes()
+                except OSError:  # ended meanwhile
+                    continue
+                if self.secret in args:
+                    program = args.split(b"\0")[0].decode(errors="replace")
+                    self.found.add(f"pid {entry.name}: {program}")
+            self.reads += 1
+            self.halt.wait(0.5)
+
+    def stop(self) -> set[str]:
+        self.halt.set()
+        self.join(timeout=30)
+        return self.found
+
+
+def intruder_env(workdir: Path) -> dict[str, str]:
+    """A user's shell on the intruder's host: PySpark and Spark's scripts, no secret at all."""
+    conf_dir = workdir / "intruder-conf"  # empty: no spark-defaults.conf, no spark-env.sh
+    conf_dir.mkdir(exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("STREAMING_APP_", "SPARK_", "_SPARK")) and k != "PYSPARK_SUBMIT_ARGS"
+    }
+    env.update(
+        SPARK_HOME=str(SPARK_HOME),
+        SPARK_CONF_DIR=str(conf_dir),
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=str(ROOT),
+        PATH=f"{SPARK_HOME / 'bin'}:{env.get('PATH', '')}",
+    )
+    return env
+
+
+class Intruder:
+    """Runs tests/integration/intruder.py's actions (and spark-submit) on the intruder host."""
+
+    def __init__(self, host: Host, workdir: Path) -> None:
+        self.host, self.workdir = host, workdir
+        self.env = intruder_env(workdir)
+        self.started: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+
+    def start(self, label: str, *args: str) -> None:
+        """An action in the background; its JSON is read by `result`."""
+        self.start_command(label, [sys.executable, "-m", "tests.integration.intruder", *args])
+
+    def start_command(self, label: str, command: list[str]) -> None:
+        out = self.workdir / f"intruder-{label}.out"
+        with open(out, "wb") as handle:
+            proc = self.host.popen(
+                command, stdout=handle, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT
+            )
+        self.started[label] = (proc, out)
+
+    def finish(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> tuple[int, str]:
+        """Wait for a background action; its exit code and output."""
+        proc, out = self.started[label]
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            raise AssertionError(f"{label}: still running after {timeout} s") from None
+        return code, out.read_text("utf-8", errors="replace")
+
+    def result(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> Any:
+        """A background action's JSON (its last line of output)."""
+        code, text = self.finish(label, timeout)
+        lines = [line for line in text.splitlines() if line.startswith("{")]
+        assert code == 0 and lines, f"{label} exited {code}:\n{text[-3000:]}"
+        return json.loads(lines[-1])
+
+    def now(self, *args: str, timeout: float = 60) -> Any:
+        """An action run to its end; its JSON."""
+        done = subprocess.run(
+            self.host.command([sys.executable, "-m", "tests.integration.intruder", *args]),
+            capture_output=True, text=True, env=self.env, cwd=ROOT, timeout=timeout,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+
+def engine_args(engine: str, dirs: dict[str, Path]) -> list[str]:
+    """The app's command line: files source and sink on the shared file system, the UI on."""
+    extra = ["--engine", engine] if engine == "structured" else []
+    return [
+        *extra,
+        *files_args(
+            dirs, "--allow-local-checkpoint", "--stop-timeout", "90",
+            "--batch-interval", "2", "--checkpoint-interval", "4",
+            "--spark-conf", "spark.ui.enabled=true",
+            "--spark-conf", f"spark.ui.port={UI_PORT[engine]}",
+        ),
+    ]  # fmt: skip
+
+
+def served_paths(environment: Any) -> list[str]:
+    """What the driver's file server hands out, as its UI lists it: files/NAME, jars/NAME."""
+    entries = [path for path, _source in environment.get("classpathEntries", [])]
+    for _key, value in environment.get("sparkProperties", []):
+        entries += value.split(",")
+    return sorted(set(re.findall(r"spark://[^/\s,]+/((?:files|jars)/[^\s,]+)", " ".join(entries))))
+
+
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
+    site: Site, engine: str, tmp_path: Path
+) -> None:
+    hosts, cluster, secret = site.hosts, site.cluster, site.secret
+    master, driver = hosts["master"].address, hosts["driver"].address
+    master_ui = f"http://{master}:{cluster.master_ui}"
+    driver_ui = f"http://{driver}:{UI_PORT[engine]}"
+    dirs = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
+    dirs["input"].mkdir()
+    rng = random.Random(39)
+    # Long random tokens: one found in the capture cannot be there by chance.
+    words = [f"in{secrets.token_hex(12)}" for _ in range(WORDS)]
+    texts: list[str] = []
+
+    def add(name: str) -> None:
+        lines = (" ".join(rng.choices(words, k=6)) for _ in range(rng.randint(20, 40)))
+        texts.append("".join(f"{line}\n" for line in lines))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    capture = Capture(site.network, tmp_path / "bridge.pcap")
+    command_lines = CommandLines(secret)
+    command_lines.start()
+    submit_args = [
+        "--master", cluster.master_url,
+        "--conf", f"spark.driver.host={driver}",
+        "--conf", f"spark.driver.port={DRIVER_PORT[engine]}",
+        "--conf", f"spark.local.dir={tmp_path / 'driver-local'}",
+        "--executor-memory", "512m",  # fits the worker's 1 GiB
+    ]  # fmt: skip
+    app = SubmittedApp(
+        submit_args,
+        engine_args(engine, dirs),
+        tmp_path,
+        "submit",
+        on=hosts["driver"],
+        # The one switch of docs/security.md, as an operator gives it.
+        env={
+            "SPARK_CONF_DIR": str(ROOT / "conf" / "secure"),
+            "STREAMING_APP_SPARK_SECRET_FILE": str(site.secret_file),
+        },
+    )
+    intruder = Intruder(hosts["intruder"], tmp_path)
+    try:
+        with cluster.logs_on_failure():
+            app.wait_for_log(STARTED[engine], timeout=180)
+            # (a), (b): applications and drivers of the intruder's, in the background (an
+            # application that the master never answers takes Spark 3 x 20 s to give up).
+            spark_master = f"spark://{master}:{MASTER_PORT}"
+            intruder.start("no-secret", "job", spark_master, "intruder-no-secret")
+            wrong = secrets.token_hex(32)
+            intruder.start("wrong-secret", "job", spark_master, "intruder-wrong", "--secret", wrong)
+            payload = sorted((SPARK_HOME / "jars").glob("spark-core_*.jar"))[0]
+            intruder.start_command(
+                "cluster-submit",
+                [str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_master,
+                 "--deploy-mode", "cluster", "--name", "intruder-driver",
+                 "--class", "org.apache.spark.deploy.SparkSubmit", str(payload)],
+            )  # fmt: skip
+            add("a.txt")
+            wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
+            (app_id,) = [a["id"] for a in cluster.master_json()["activeapps"]]
+
+            rest = intruder.now("connect", master, str(REST_PORT))
+            rpc = intruder.now("connect", master, str(MASTER_PORT))  # the control
+
+            # (d): the master UI's kill and the driver UI's kill links.
+            master_kill = intruder.now(
+                "http", "POST", f"{master_ui}/app/kill/", f"id={app_id}&terminate=true"
+            )
+            kills = intruder.now("kill-ui", driver_ui, "10")
+
+            # (e): the driver's environment, then every file its file server hands out.
+            environment_file = tmp_path / "intruder-environment.json"
+            env_api = f"{driver_ui}/api/v1/applications/{app_id}/environment"
+            env_got = intruder.now("http", "GET", env_api, "--save", str(environment_file))
+            page_file = tmp_path / "intruder-environment.html"
+            page = intruder.now(
+                "http", "GET", f"{driver_ui}/environment/", "--save", str(page_file)
+            )
+            # What the master's and the worker's UIs show anyone: the cluster, the executor's log.
+            seen_dir = tmp_path / "intruder-seen"
+            seen_dir.mkdir()
+            log_page = f"http://{hosts['worker'].address}:{WORKER_UI_PORT}/logPage/"
+            log_page += f"?appId={app_id}&executorId=0&logType="
+            for name, url in {
+                "master.json": f"{master_ui}/json/",
+                "executor-stderr.html": f"{log_page}stderr",
+                "executor-stdout.html": f"{log_page}stdout",
+            }.items():
+                got = intruder.now("http", "GET", url, "--save", str(seen_dir / name))
+                assert got.get("status") == 200, (url, got)
+            served = served_paths(json.loads(environment_file.read_text()))
+            guesses = [f"files/{site.secret_file.name}", "files/spark-defaults.conf"]
+            fetched_dir = tmp_path / "intruder-fetched"
+            fetched = intruder.now(
+                "fetch", f"spark://{driver}:{DRIVER_PORT[engine]}", str(fetched_dir),
+                *served, *guesses, timeout=120,
+            )  # fmt: skip
+
+            no_secret = intruder.result("no-secret")
+            wrong_secret = intruder.result("wrong-secret")
+            submit_code, submit_out = intruder.finish("cluster-submit")
+
+            # The app went on through all of it, exactly.
+            add("b.txt")
+            wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
+            state = cluster.master_json()
+            jobs_file = tmp_path / "jobs.json"
+            jobs_api = f"{driver_ui}/api/v1/applications/{app_id}/jobs"
+            assert intruder.now("http", "GET", jobs_api, "--save", str(jobs_file))["status"] == 200
+            assert app.terminate(timeout=150) == 0, app.log()[-4000:]
+    finally:
+        app.stop_if_running()
+        for proc, _out in intruder.started.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        command_lines.stop()
+        pcap = capture.stop()
+
+    outcome = {
+        "no secret": no_secret,
+        "wrong secret": wrong_secret,
+        "cluster submit": (submit_code, submit_out[-1500:]),
+        "rest": rest,
+        "master kill": master_kill,
+        "kill links": kills,
+        "fetched": fetched,
+    }
+    print(json.dumps(outcome, indent=1, default=str))
+
+    # (a), (c): no application of the intruder's registered, and no job of its ran.
+    names = {a["name"] for a in state["activeapps"] + state["completedapps"]}
+    assert not names & {"intruder-no-secret", "intruder-wrong"}, names
+    assert "Registering app intruder" not in cluster.master_log.read_text(), cluster.logs()
+    assert not no_secret["ran"] and not wrong_secret["ran"], outcome
+    for label in ("no-secret", "wrong-secret"):  # refused at the master, which Spark gave up
+        said = (tmp_path / f"intruder-{label}.out").read_text(errors="replace")
+        assert "All masters are unresponsive! Giving up." in said, said[-3000:]
+    # (b): the REST submission server is off (conf/secure), the RPC port refuses the driver.
+    assert rpc == {"connect": "accepted"}, rpc
+    assert rest == {"connect": "refused"}, rest
+    assert submit_code != 0, submit_out[-3000:]
+    drivers = state.get("activedrivers", []) + state.get("completeddrivers", [])
+    assert drivers == [], drivers
+    assert "Driver submitted" not in cluster.master_log.read_text(), cluster.logs()
+    # (d): no kill did anything: the app is the one that started, it ran every batch, no
+    # job of it failed, and its totals were exact after the kills.
+    assert [a["id"] for a in state["activeapps"]] == [app_id], state["activeapps"]
+    # No handler: the kill routes are not there (conf/secure: spark.ui.killEnabled false).
+    assert master_kill.get("status") in (404, 405), master_kill
+    assert all(re.search(r": 40[345]$", key) for key in kills["statuses"]), kills
+    failed = [job for job in json.loads(jobs_file.read_text()) if job["status"] == "FAILED"]
+    assert failed == [], failed
+    # (e): the UI shows no secret; what the file server handed out holds none.
+    assert env_got["status"] == 200 and page["status"] == 200, (env_got, page)
+    assert "files/streaming_app-pyfiles.zip" in served, served
+    # Spark's file server hands out what the app added (the code) to anyone, nothing else.
+    assert all("error" in fetched[path] for path in guesses), fetched
+    assert find_secrets([environment_file, page_file, seen_dir, fetched_dir], [secret]) == []
+    # (f): nothing readable on the wire; the capture did see the intruder's plain HTTP.
+    assert b"/api/v1/applications" in pcap, "the capture saw none of the intruder's requests"
+    on_the_wire = [word for word in words if word.encode() in pcap]
+    assert on_the_wire == [], f"{len(on_the_wire)} of {WORDS} input words in the capture"
+    assert find_secrets([capture.path], [secret]) == []
+    # No command line held the secret; no file the run left holds it.
+    assert command_lines.reads > 10
+    assert command_lines.found == set(), command_lines.found
+    left = [tmp_path, cluster.workdir]
+    assert find_secrets(left, [secret]) == []
+    # Nothing the test started on the driver's or the intruder's host runs on.
+    running = {name: pids_on(hosts[name]) for name in ("driver", "intruder")}
+    assert not any(running.values()), running
