@@ -89,6 +89,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _option("spark_secret_file", metavar="FILE"),
             _option("stop_timeout", metavar="SECONDS"),
             _option("metrics_file", metavar="FILE"),
+            _option("metrics_port", metavar="PORT"),
+            _option("metrics_host", metavar="ADDRESS"),
             click.option(
                 "--progress/--no-progress",
                 "progress",

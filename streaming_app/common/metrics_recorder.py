@@ -14,13 +14,14 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import datetime, timezone
 
 from streaming_app.common.metrics_record import BatchMetrics, delay_growing
+from streaming_app.common.prometheus import PartitionPosition, endpoint
 
-# The logger's name from before the move here: docs and log filters name it.
-log = logging.getLogger("streaming_app.driver.metrics")
+log = logging.getLogger(__name__)
 
 # Batches of rising scheduling delay before the app says it cannot keep up.
 GROWTH_WINDOW = 5
@@ -62,14 +63,23 @@ class MetricsRecorder:
         self.replay_until_ms: int | None = None
         self._lock = threading.Lock()
 
-    def record(self, batch: BatchMetrics) -> None:
-        """Handle one completed batch; never raises (a listener must not break the stream)."""
+    def record(self, batch: BatchMetrics, partitions: Iterable[PartitionPosition] = ()) -> None:
+        """Handle one completed batch; never raises (a listener must not break the stream).
+
+        `partitions`: the Kafka source's positions after it, for the Prometheus endpoint.
+        """
         with self._lock:
             if self.progress:
                 log.info("%s", progress_line(batch))
             self._watch(batch)
             if self.metrics_file:
                 self._append(batch)
+            served = endpoint()
+            if served is not None:
+                try:
+                    served.observe(batch, self.warned, partitions)
+                except Exception:  # never break the stream over a metric
+                    log.debug("could not update the Prometheus metrics", exc_info=True)
 
     def _watch(self, batch: BatchMetrics) -> None:
         if batch.scheduling_delay_ms is None:

@@ -10,6 +10,7 @@ from pyspark.streaming.listener import StreamingListener
 from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
+from streaming_app.common.prometheus import PartitionPosition
 from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,19 @@ class LoggingListener(StreamingListener):
             return
         try:
             record = self._record(batchCompleted.batchInfo())
+            partitions = self._positions(record.batch_time_ms)
         except Exception:
             log.debug("could not describe completed batch", exc_info=True)
             return
-        self.recorder.record(record)
+        self.recorder.record(record, partitions)
+
+    def _positions(self, batch_ms: int) -> list[PartitionPosition]:
+        """The Kafka source's partitions after the batch (for the Prometheus endpoint)."""
+        if self.source != "kafka":
+            return []
+        from streaming_app.sources.kafka.runtime import batch_positions
+
+        return [PartitionPosition(*position) for position in batch_positions(batch_ms)]
 
     def _record(self, info: Any) -> BatchMetrics:
         batch_ms = int(info.batchTime().milliseconds())

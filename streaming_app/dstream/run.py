@@ -18,6 +18,7 @@ from streaming_app.dstream.stopping import (
 )
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
 from streaming_app.settings.schema import AppConfig, is_local_path
@@ -43,6 +44,11 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
     `quiesce`, if given, is called when a graceful stop begins, before the context stops:
     a caller that feeds the source itself (the demo) stops sending there.
     """
+    with serving_metrics(config):
+        return _run(config, quiesce)
+
+
+def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
     check_secret_file(config.spark_secret_file)  # first: a mistake there writes nothing
     check_paths(config)
     _check_restore_path(config)

@@ -29,6 +29,16 @@ def parse_int(raw: str) -> int:
         raise ValueError(f"{raw.strip()!r} is not an integer") from None
 
 
+def parse_optional_port(raw: str) -> int | None:
+    """A TCP port (0: any free one), or None when empty."""
+    if not raw.strip():
+        return None
+    port = parse_int(raw)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{port} is not a port (0-65535)")
+    return port
+
+
 def parse_seconds(raw: str) -> float:
     try:
         value = float(raw.strip())

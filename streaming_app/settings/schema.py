@@ -14,6 +14,7 @@ from streaming_app.settings.parsers import (
     parse_delimiter,
     parse_int,
     parse_names,
+    parse_optional_port,
     parse_optional_seconds,
     parse_optional_str,
     parse_pattern,
@@ -113,6 +114,15 @@ class AppConfig:
     )
     progress: bool = _setting(
         "metrics", parse_bool, True, "log one progress line per completed batch"
+    )
+    metrics_port: int | None = _setting(
+        "metrics",
+        parse_optional_port,
+        None,
+        "serve Prometheus metrics at http://METRICS_HOST:PORT/metrics (0: a free port) [off]",
+    )
+    metrics_host: str = _setting(
+        "metrics", parse_str, "127.0.0.1", "address the Prometheus endpoint listens on"
     )
     snapshot_interval: float | None = _setting(
         "snapshots",

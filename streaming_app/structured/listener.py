@@ -17,7 +17,12 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
 from streaming_app.settings.schema import AppConfig
-from streaming_app.structured.progress import Trigger, batch_metrics, trigger_of
+from streaming_app.structured.progress import (
+    Trigger,
+    batch_metrics,
+    kafka_positions,
+    trigger_of,
+)
 from streaming_app.structured.query_log import batch_timestamp
 from streaming_app.structured.windows import WINDOW_QUERY
 
@@ -61,10 +66,12 @@ class ProgressListener(StreamingQueryListener):
                 kafka=self.config.source == "kafka",
             )
             self._previous = (batch_id, trigger_of(progress))
+            kafka = self.config.source == "kafka"
+            partitions = kafka_positions(progress) if kafka else []
         except Exception:  # a listener must never break the stream
             log.debug("could not describe a micro-batch's progress", exc_info=True)
             return
-        self.recorder.record(record)
+        self.recorder.record(record, partitions)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """No new input: no micro-batch ran, nothing to record."""
@@ -82,7 +89,7 @@ class ProgressListener(StreamingQueryListener):
 
 def attach_listener(spark: SparkSession, config: AppConfig) -> None:
     """Register the listener on the session's queries (before the query starts), if needed."""
-    if not config.metrics_file and not config.progress:
+    if not config.metrics_file and not config.progress and config.metrics_port is None:
         return
     from streaming_app.recovery.guard import filesystem_for
 

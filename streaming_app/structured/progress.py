@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.common.prometheus import PartitionPosition
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,15 @@ def _offsets(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def kafka_lag(progress: Mapping[str, Any]) -> int | None:
-    """Records beyond the micro-batch's end offsets at planning, over every partition.
-
-    None when the source reported no latest offsets (`{"topic": {"0": 42}}`, as Spark's
-    own Kafka source writes them).
-    """
+def kafka_positions(progress: Mapping[str, Any]) -> list[PartitionPosition]:
+    """Each partition's end offset after the micro-batch and the broker's latest at planning
+    (`{"topic": {"0": 42}}`, as Spark's own Kafka source writes them); [] if not reported."""
     sources = progress.get("sources") or []
     if not sources:
-        return None
+        return []
     latest = _offsets(sources[0].get("latestOffset"))
     end = _offsets(sources[0].get("endOffset"))
-    if not latest:
-        return None
-    lag = 0
+    found = []
     for topic, partitions in latest.items():
         ends = end.get(topic)
         ends = ends if isinstance(ends, Mapping) else {}
@@ -105,9 +101,20 @@ def kafka_lag(progress: Mapping[str, Any]) -> int | None:
             continue
         for partition, position in partitions.items():
             done = ends.get(partition, position)
-            if isinstance(position, int) and isinstance(done, int):
-                lag += max(0, position - done)
-    return lag
+            if isinstance(position, int) and isinstance(done, int) and partition.isdigit():
+                found.append(PartitionPosition(topic, int(partition), done, position))
+    return found
+
+
+def kafka_lag(progress: Mapping[str, Any]) -> int | None:
+    """Records beyond the micro-batch's end offsets at planning, over every partition.
+
+    None when the source reported no latest offsets.
+    """
+    sources = progress.get("sources") or []
+    if not sources or not _offsets(sources[0].get("latestOffset")):
+        return None
+    return sum(max(0, (p.latest or 0) - p.processed) for p in kafka_positions(progress))
 
 
 def batch_metrics(

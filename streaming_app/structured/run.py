@@ -17,6 +17,7 @@ from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import (
     StopRequest,
@@ -69,6 +70,11 @@ def await_any(queries: list[Any], seconds: float) -> bool:
 
 def run(config: AppConfig) -> int:
     """Run the structured engine until stopped; returns the exit code (raises on failure)."""
+    with serving_metrics(config):
+        return _run(config)
+
+
+def _run(config: AppConfig) -> int:
     require_extra()
     check_supported(config)
     check_secret_file(config.spark_secret_file)  # first: a mistake there writes nothing

@@ -32,7 +32,10 @@ def test_a_metrics_sink_and_the_ui_turned_on_at_a_restart_apply_after_recovery(
         texts.append(make_text(rng, 20))
         drop_file(dirs["input"], name, texts[-1].encode())
 
-    app = start_app(*files_args(dirs))  # the UI off (common_args), no metrics sink
+    # Two-second batches: the restart replays its down time batch by batch, and on two
+    # busy cores one-second batches with the UI serving would barely catch up.
+    slower = ("--batch-interval", "2", "--checkpoint-interval", "4", "--snapshot-interval", "10")
+    app = start_app(*files_args(dirs, *slower))  # the UI off (common_args), no metrics sink
     app.wait_for_log(r"Started new streaming context")
     add("a.txt")
     wait_for_totals(dirs["output"], truth(texts), app)
@@ -40,22 +43,26 @@ def test_a_metrics_sink_and_the_ui_turned_on_at_a_restart_apply_after_recovery(
 
     port = free_port()
     app = start_app(
-        *files_args(dirs),
+        *files_args(dirs, *slower),
         "--spark-conf", "spark.ui.enabled=true",
         "--spark-conf", f"spark.ui.port={port}",
         "--spark-conf", f"{PROMETHEUS}.class=org.apache.spark.metrics.sink.PrometheusServlet",
         "--spark-conf", f"{PROMETHEUS}.path=/metrics/prometheus",
+        # Series named without the application id, which changes at each restart.
+        "--spark-conf", "spark.metrics.namespace=streaming_app",
     )  # fmt: skip
     app.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
     named = app.wait_for_log(r"Spark settings that differ from the checkpoint's, [^:]*: (.*)")
-    assert {f"{PROMETHEUS}.class", f"{PROMETHEUS}.path", "spark.ui.enabled", "spark.ui.port"} <= {
+    assert {f"{PROMETHEUS}.class", "spark.metrics.namespace", "spark.ui.enabled"} <= {
         key.strip() for key in named.group(1).split(",")
     }, named.group(0)
     add("b.txt")
-    wait_for_totals(dirs["output"], truth(texts), app)
+    wait_for_totals(dirs["output"], truth(texts), app, timeout=180)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://127.0.0.1:{port}/metrics/prometheus", timeout=10) as response:
         body = response.read().decode()
-    assert re.search(r"^metrics_\S+_driver_\S+ ", body, re.M), body[:2000]
+    names = {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line[:1] != "#"}
+    assert any(n.startswith("metrics_streaming_app_driver_") for n in names), body[:2000]
+    assert not [n for n in names if re.search(r"_(app|local)_?\d", n)], body[:2000]
     assert app.terminate() == 0, app.log()[-3000:]
     assert "Creating new context" not in app.log()

@@ -117,7 +117,8 @@ def ranges_for_batch(
             sum(r.size for r in logged),
             sum(1 for r in logged if r.size),
         )
-        note_figures(batch_ms, sum(r.size for r in logged), None)
+        ends = tuple((r.topic, r.partition, r.until_offset, None) for r in logged)
+        note_figures(batch_ms, sum(r.size for r in logged), None, ends)
         return logged
     newest = offsets.newest()
     if newest is not None and newest[0] > batch_ms:
@@ -157,5 +158,9 @@ def ranges_for_batch(
     )
     records = sum(r.size for r in plan.ranges)
     log.debug("planned batch_time_ms=%d records=%d lag_after=%d", batch_ms, records, lag)
-    note_figures(batch_ms, records, lag)
+    positions = tuple(
+        (r.topic, r.partition, r.until_offset, current.latest.get((r.topic, r.partition)))
+        for r in plan.ranges
+    )
+    note_figures(batch_ms, records, lag, positions)
     return plan.ranges

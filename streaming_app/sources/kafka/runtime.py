@@ -54,6 +54,8 @@ class _Runtime:
     checkpoint_seen: bool = False
     # batch time -> (records planned, lag left on the broker or None), for the metrics.
     figures: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    # batch time -> each partition's (topic, partition, end offset, broker's latest or None).
+    positions: dict[int, tuple[tuple[str, int, int, int | None], ...]] = field(default_factory=dict)
 
 
 RUNTIME = _Runtime()
@@ -63,16 +65,31 @@ RUNTIME = _Runtime()
 _MAX_FIGURES = 10_000
 
 
-def note_figures(batch_ms: int, records: int, lag: int | None) -> None:
+def note_figures(
+    batch_ms: int,
+    records: int,
+    lag: int | None,
+    positions: tuple[tuple[str, int, int, int | None], ...] = (),
+) -> None:
+    """Keep a planned batch's figures (and each partition's position) for the listener."""
     figures = RUNTIME.figures
     figures[batch_ms] = (records, lag)
+    RUNTIME.positions[batch_ms] = positions
     while len(figures) > _MAX_FIGURES:
-        del figures[min(figures)]
+        oldest = min(figures)
+        del figures[oldest]
+        RUNTIME.positions.pop(oldest, None)
 
 
 def batch_figures(batch_ms: int) -> tuple[int, int | None] | None:
     """Records read by a batch and the lag after it (None if replayed); forgotten once asked."""
     return RUNTIME.figures.pop(batch_ms, None)
+
+
+def batch_positions(batch_ms: int) -> tuple[tuple[str, int, int, int | None], ...]:
+    """Each partition's (topic, partition, end offset, broker's latest or None) after a
+    batch; forgotten once asked."""
+    return RUNTIME.positions.pop(batch_ms, ())
 
 
 def configure_runtime(config: AppConfig, stop: threading.Event) -> None:

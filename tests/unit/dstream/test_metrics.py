@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, progress_line
+from streaming_app.common.prometheus import PartitionPosition
 from streaming_app.dstream.listener import LoggingListener, receiver_warning
 from streaming_app.settings.loading import load_config
 from streaming_app.sources import line_counts
@@ -56,12 +58,12 @@ def test_unknown_records_stay_unknown_in_the_report(tmp_path: Path) -> None:
 
 def test_progress_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:
     recorder = MetricsRecorder(None, progress=True)
-    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
         recorder.record(batch(0))
     assert "records=100 processing=0.40s scheduling_delay=0.01s total_delay=0.41s" in caplog.text
     quiet = MetricsRecorder(None, progress=False)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
         quiet.record(batch(1))
     assert caplog.text == ""
 
@@ -76,7 +78,7 @@ def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     recorder = MetricsRecorder(None, progress=False)
-    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
         for n, delay in enumerate([100, 900, 1800, 2600, 3500, 4400, 5300]):
             recorder.record(batch(n, delay))
         assert caplog.text.count("cannot keep up") == 1
@@ -93,7 +95,7 @@ def test_replayed_intervals_of_a_recovered_run_are_not_falling_behind(
 ) -> None:
     recorder = MetricsRecorder(None, progress=False)
     recorder.replay_until_ms = T0 + 6 * 2000
-    with caplog.at_level(logging.INFO, logger="streaming_app.driver.metrics"):
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
         # The missed intervals, queued at once at the restart: their delay grows.
         for n, delay in enumerate([100, 2000, 4000, 6000, 8000, 10000, 12000]):
             recorder.record(batch(n, delay))
@@ -120,7 +122,7 @@ def test_a_delay_under_the_interval_is_not_falling_behind(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     recorder = MetricsRecorder(None, progress=False)
-    with caplog.at_level(logging.WARNING, logger="streaming_app.driver.metrics"):
+    with caplog.at_level(logging.WARNING, logger="streaming_app.common.metrics_recorder"):
         for n, delay in enumerate([10, 20, 30, 40, 50, 60]):
             recorder.record(batch(n, delay))
     assert "cannot keep up" not in caplog.text
@@ -175,9 +177,11 @@ class _Keep(MetricsRecorder):
     def __init__(self) -> None:
         super().__init__(None, progress=False)
         self.seen: list[BatchMetrics] = []
+        self.partitions: list[list[PartitionPosition]] = []
 
-    def record(self, batch: BatchMetrics) -> None:
+    def record(self, batch: BatchMetrics, partitions: Iterable[PartitionPosition] = ()) -> None:
         self.seen.append(batch)
+        self.partitions.append(list(partitions))
 
 
 @pytest.mark.parametrize(("source", "records"), [("socket", 7), ("files", 12)])
@@ -208,12 +212,17 @@ def test_a_files_batch_without_counted_lines_read_none(monkeypatch: pytest.Monke
 def test_the_listener_takes_kafka_records_and_lag_from_the_source() -> None:
     from streaming_app.sources.kafka.runtime import note_figures
 
-    note_figures(T0, 55, 9)
+    note_figures(T0, 55, 9, (("words", 0, 40, 45), ("words", 1, 15, 19)))
     keep = _Keep()
     LoggingListener(keep, "kafka", 2000).onBatchCompleted(_Completed())
     assert (keep.seen[0].records, keep.seen[0].kafka_lag) == (55, 9)
+    assert keep.partitions[0] == [
+        PartitionPosition("words", 0, 40, 45),
+        PartitionPosition("words", 1, 15, 19),
+    ]
     LoggingListener(keep, "kafka", 2000).onBatchCompleted(_Completed())
     assert (keep.seen[1].records, keep.seen[1].kafka_lag) == (None, None)  # asked once
+    assert keep.partitions[1] == []
 
 
 def test_known_maps_sparks_minus_one_to_none() -> None:

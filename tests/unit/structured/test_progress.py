@@ -98,7 +98,7 @@ def test_the_listener_records_each_micro_batch_and_logs_sparks_progress_at_debug
 
     given = {"source": "files", "input_dir": "/data/in", "checkpoint_dir": str(tmp_path)}
     recorded: list[Any] = []
-    recorder = SimpleNamespace(record=recorded.append)
+    recorder = SimpleNamespace(record=lambda batch, partitions=(): recorded.append(batch))
     listener = ProgressListener(load_config(None, {}, given, ()), LocalFs(), recorder)  # type: ignore[arg-type]
 
     def event(payload: dict[str, Any]) -> Any:

@@ -1,0 +1,190 @@
+"""The driver's Prometheus endpoint: the app's own figures at `/metrics`, one registry a process.
+
+Engine-neutral, on the driver. Both engines' metrics recorder (common/metrics_recorder.py)
+hands it each completed batch, the same record it appends to `metrics_file`, and the
+Kafka source's positions per partition. Names follow Prometheus' conventions: the
+`streaming_app_` prefix, base units in the name (`_seconds`), counters ending in `_total`,
+labels of bounded cardinality (topic and partition, never a word). docs/metrics.md lists
+each series with its type, labels and meaning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+PREFIX = "streaming_app"
+# Seconds: a batch of a few tens of milliseconds up to one far behind.
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+@dataclass(frozen=True)
+class PartitionPosition:
+    """A Kafka partition after a batch: the next offset to process, and the broker's latest
+    when the batch was planned (None if unknown, as for a replayed batch)."""
+
+    topic: str
+    partition: int
+    processed: int
+    latest: int | None
+
+
+class Endpoint:
+    """The series of one driver process, in a registry of its own, served over HTTP."""
+
+    def __init__(self, info: dict[str, str]) -> None:
+        from prometheus_client import (
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            Histogram,
+            Info,
+            PlatformCollector,
+            ProcessCollector,
+        )
+
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        Info(f"{PREFIX}", "The app: version, engine, job, source, sinks", registry=registry).info(
+            info
+        )
+        self.batches = Counter(
+            f"{PREFIX}_batches", "Batches completed by this driver process", registry=registry
+        )
+        self.records = Counter(
+            f"{PREFIX}_records",
+            "Input records (lines or Kafka messages) of the completed batches",
+            registry=registry,
+        )
+        self.last_batch = Gauge(
+            f"{PREFIX}_last_batch_timestamp_seconds",
+            "Batch time of the newest completed batch (epoch seconds)",
+            registry=registry,
+        )
+        self.last_completed = Gauge(
+            f"{PREFIX}_last_batch_completed_timestamp_seconds",
+            "When the newest batch completed (epoch seconds, the driver's clock)",
+            registry=registry,
+        )
+        self.interval = Gauge(
+            f"{PREFIX}_batch_interval_seconds", "The batch interval", registry=registry
+        )
+        self.processing = Histogram(
+            f"{PREFIX}_batch_processing_seconds",
+            "Time a batch took to process",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.scheduling = Histogram(
+            f"{PREFIX}_batch_scheduling_delay_seconds",
+            "Time a batch waited for the one before it",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.falling_behind = Gauge(
+            f"{PREFIX}_falling_behind",
+            "1 while the scheduling delay grows past the batch interval (the job cannot keep "
+            "up with its input), else 0",
+            registry=registry,
+        )
+        self.lag = Gauge(
+            f"{PREFIX}_kafka_lag_records",
+            "Records on the broker beyond what the newest batch processed, per partition",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self.processed = Gauge(
+            f"{PREFIX}_kafka_processed_offset",
+            "Next offset to process in a partition, after the newest batch",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self.latest = Gauge(
+            f"{PREFIX}_kafka_latest_offset",
+            "The broker's latest offset of a partition when the newest batch was planned",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self._server: Any = None
+        self._lock = threading.Lock()
+
+    def observe(
+        self, batch: BatchMetrics, behind: bool, partitions: Iterable[PartitionPosition] = ()
+    ) -> None:
+        """Count one completed batch (its record as metrics_file has it)."""
+        with self._lock:
+            self.batches.inc()
+            if batch.records is not None:
+                self.records.inc(batch.records)
+            self.last_batch.set(batch.batch_time_ms / 1000)
+            self.last_completed.set(batch.completed_ms / 1000)
+            self.interval.set(batch.batch_interval_ms / 1000)
+            if batch.processing_ms is not None:
+                self.processing.observe(batch.processing_ms / 1000)
+            if batch.scheduling_delay_ms is not None:
+                self.scheduling.observe(batch.scheduling_delay_ms / 1000)
+            self.falling_behind.set(1 if behind else 0)
+            for position in partitions:
+                labels = (position.topic, str(position.partition))
+                self.processed.labels(*labels).set(position.processed)
+                if position.latest is not None:
+                    self.latest.labels(*labels).set(position.latest)
+                    self.lag.labels(*labels).set(max(0, position.latest - position.processed))
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve `/metrics` on host:port (0: a free port); returns the port. ConfigError
+        (exit 2) naming metrics_port when it cannot be bound."""
+        from prometheus_client import start_http_server
+
+        try:
+            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics_port {port} on metrics_host {host}: cannot listen ({exc.strerror or exc})"
+            ) from None
+        bound = int(self._server.server_address[1])
+        log.info("Prometheus metrics at http://%s:%d/metrics", host, bound)
+        return bound
+
+    def close(self) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+_ENDPOINT: Endpoint | None = None
+
+
+def start_endpoint(host: str, port: int, info: dict[str, str]) -> Endpoint:
+    """The process's endpoint, serving from now on (one per process: a second call returns
+    the first)."""
+    global _ENDPOINT
+    if _ENDPOINT is None:
+        endpoint = Endpoint(info)
+        endpoint.serve(host, port)
+        _ENDPOINT = endpoint
+    return _ENDPOINT
+
+
+def endpoint() -> Endpoint | None:
+    """The process's endpoint, None unless metrics_port is set."""
+    return _ENDPOINT
+
+
+def stop_endpoint() -> None:
+    """Stop serving (the run ends)."""
+    global _ENDPOINT
+    if _ENDPOINT is not None:
+        _ENDPOINT.close()
+        _ENDPOINT = None

@@ -1,0 +1,39 @@
+"""Both engines' Prometheus endpoint for a run: started before Spark when metrics_port is set.
+
+Driver side. The series themselves are in common/prometheus.py; this module knows the run's
+settings (where to listen, the info series' labels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from streaming_app import __version__
+from streaming_app.common.prometheus import start_endpoint, stop_endpoint
+from streaming_app.settings.schema import AppConfig
+
+
+def run_info(config: AppConfig) -> dict[str, str]:
+    """The labels of `streaming_app_info`: what runs, never a path or a credential."""
+    return {
+        "version": __version__,
+        "engine": config.engine,
+        "job": config.job,
+        "source": config.source,
+        "sinks": ",".join(config.sinks),
+    }
+
+
+@contextmanager
+def serving_metrics(config: AppConfig) -> Iterator[None]:
+    """Serve `/metrics` for the run's duration, if metrics_port is set (ConfigError, exit 2,
+    if the port cannot be bound)."""
+    if config.metrics_port is None:
+        yield
+        return
+    start_endpoint(config.metrics_host, config.metrics_port, run_info(config))
+    try:
+        yield
+    finally:
+        stop_endpoint()

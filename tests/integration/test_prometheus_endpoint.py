@@ -1,0 +1,92 @@
+"""The driver's Prometheus endpoint, both engines: the same numbers as the metrics file."""
+
+from __future__ import annotations
+
+import random
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming_app.common.metrics_record import BatchMetrics, read_metrics
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.test_structured_engine import STARTED as STRUCTURED_STARTED
+
+pytestmark = pytest.mark.timeout(300)
+
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+STARTED = {"dstream": r"Started new streaming context", "structured": STRUCTURED_STARTED}
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The unlabelled samples of the app's endpoint, by name."""
+    with _LOOPBACK.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.labels
+    }
+
+
+def recorded(metrics: Path) -> list[BatchMetrics]:
+    """The metrics file's batches so far ([] before the first)."""
+    return read_metrics(metrics)[0] if metrics.exists() else []
+
+
+def same_numbers(served: dict[str, float], batches: list[BatchMetrics]) -> bool:
+    """Whether the scrape counts exactly these batches."""
+    return (
+        served["streaming_app_batches_total"] == len(batches)
+        and served["streaming_app_records_total"] == sum(b.records or 0 for b in batches)
+        and served["streaming_app_last_batch_timestamp_seconds"] == batches[-1].batch_time_ms / 1000
+        and served["streaming_app_batch_processing_seconds_sum"]
+        == pytest.approx(sum((b.processing_ms or 0) / 1000 for b in batches))
+    )
+
+
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, engine: str
+) -> None:
+    rng = random.Random(40)
+    texts: list[str] = []
+    metrics = tmp_path / "metrics.jsonl"
+    app = start_app(
+        *files_args(dirs, "--engine", engine),
+        "--batch-interval", "2", "--checkpoint-interval", "10", "--snapshot-interval", "10",
+        "--metrics-file", str(metrics), "--metrics-port", "0",
+    )  # fmt: skip
+    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    app.wait_for_log(STARTED[engine])
+    compared = 0
+    for n in range(4):
+        texts.append(make_text(rng, 10 + n))
+        drop_file(dirs["input"], f"f{n}.txt", texts[-1].encode())
+        wait_for_totals(dirs["output"], truth(texts), app)
+        # The recorder appends a batch's line, then updates the series: a scrape between
+        # two reads of the file that agree equals them (or, caught in between, the one
+        # before: then look again), once the file has the batch of this input (the
+        # structured engine's listener runs after the micro-batch's output).
+        deadline = time.monotonic() + 60
+        while True:
+            before = recorded(metrics)
+            served = scrape(port)
+            after = recorded(metrics)
+            lines = sum(len(t.splitlines()) for t in texts)
+            counted = sum(b.records or 0 for b in before)
+            if before == after and counted == lines and same_numbers(served, before):
+                break
+            assert time.monotonic() < deadline, (served, before[-2:], after[-2:])
+            time.sleep(0.3)
+        compared += 1
+    assert compared == 4
+    assert served["streaming_app_records_total"] == sum(len(t.splitlines()) for t in texts)
+    assert served["streaming_app_falling_behind"] == 0
+    assert served["process_start_time_seconds"] > 0
+    assert app.terminate() == 0, app.log()[-3000:]

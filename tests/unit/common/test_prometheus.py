@@ -1,0 +1,112 @@
+"""The Prometheus endpoint: each batch's record as series, served over HTTP on loopback."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.common.metrics_recorder import MetricsRecorder
+from streaming_app.common.prometheus import (
+    Endpoint,
+    PartitionPosition,
+    endpoint,
+    start_endpoint,
+    stop_endpoint,
+)
+from streaming_app.errors import ConfigError
+
+INFO = {
+    "version": "0.4.0",
+    "engine": "dstream",
+    "job": "wordcount",
+    "source": "kafka",
+    "sinks": "files",
+}
+
+
+def batch(at_ms: int, records: int | None = 100, delay_ms: int = 0) -> BatchMetrics:
+    return BatchMetrics(
+        batch_time_ms=at_ms,
+        batch_interval_ms=2000,
+        records=records,
+        processing_ms=400,
+        scheduling_delay_ms=delay_ms,
+        total_delay_ms=delay_ms + 400,
+        kafka_lag=7,
+        completed_ms=at_ms + 450,
+    )
+
+
+def samples(endpoint: Endpoint) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the registry, by name and labels."""
+    from prometheus_client import generate_latest
+
+    text = generate_latest(endpoint.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_a_batch_counts_and_sets_every_series() -> None:
+    served = Endpoint(INFO)
+    served.observe(
+        batch(10_000),
+        False,
+        [PartitionPosition("words", 0, 40, 45), PartitionPosition("words", 1, 9, None)],
+    )
+    served.observe(batch(12_000, records=None), True)
+    got = samples(served)
+    assert got[("streaming_app_batches_total", ())] == 2
+    assert got[("streaming_app_records_total", ())] == 100  # an unknown count adds nothing
+    assert got[("streaming_app_last_batch_timestamp_seconds", ())] == 12.0
+    assert got[("streaming_app_last_batch_completed_timestamp_seconds", ())] == 12.45
+    assert got[("streaming_app_batch_interval_seconds", ())] == 2.0
+    assert got[("streaming_app_batch_processing_seconds_count", ())] == 2
+    assert got[("streaming_app_batch_processing_seconds_sum", ())] == pytest.approx(0.8)
+    assert got[("streaming_app_batch_scheduling_delay_seconds_bucket", (("le", "0.05"),))] == 2
+    assert got[("streaming_app_falling_behind", ())] == 1
+    labels = (("partition", "0"), ("topic", "words"))
+    assert got[("streaming_app_kafka_processed_offset", labels)] == 40
+    assert got[("streaming_app_kafka_latest_offset", labels)] == 45
+    assert got[("streaming_app_kafka_lag_records", labels)] == 5
+    other = (("partition", "1"), ("topic", "words"))
+    assert got[("streaming_app_kafka_processed_offset", other)] == 9
+    assert ("streaming_app_kafka_lag_records", other) not in got  # the latest is unknown
+    assert got[("streaming_app_info", tuple(sorted(INFO.items())))] == 1
+    assert any(name.startswith("process_") for name, _ in got)
+
+
+def test_the_recorder_feeds_the_processs_endpoint_with_its_falling_behind_flag() -> None:
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        recorder = MetricsRecorder(None, progress=False)
+        for n in range(6):  # the scheduling delay grows past the interval: falling behind
+            recorder.record(batch(10_000 + 2000 * n, delay_ms=1000 * (n + 1)))
+        assert samples(served)[("streaming_app_falling_behind", ())] == 1
+        assert samples(served)[("streaming_app_batches_total", ())] == 6
+        port = served._server.server_address[1]
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+        assert "streaming_app_batches_total 6.0" in body
+    finally:
+        stop_endpoint()
+    assert endpoint() is None
+
+
+def test_a_port_in_use_is_one_line_naming_metrics_port() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            ConfigError, match=rf"^metrics_port {port} on metrics_host 127.0.0.1: cannot listen"
+        ):
+            start_endpoint("127.0.0.1", port, INFO)
+    assert endpoint() is None
