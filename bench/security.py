@@ -46,6 +46,7 @@ from bench.security_paths import (
     HOP,
     STRAIGHT,
     TLS,
+    Route,
     paths_report,
     plain_hop,
     process_cpu_s,
@@ -212,8 +213,11 @@ def security_cost(
         }  # fmt: skip
         found = interleaved(rounds, runs, each=EACH, rotate=True)
         with plain_hop(workdir) as hop:
-            routes = {STRAIGHT: by_label[PLAIN].connection, **({HOP: hop} if hop else {}),
-                      TLS: by_label[SECURED].connection}  # fmt: skip
+            routes: dict[str, Route] = {
+                STRAIGHT: (by_label[PLAIN].connection, None),
+                **({HOP: hop} if hop else {}),
+                TLS: (by_label[SECURED].connection, process_cpu_s(stunnel)),
+            }
             paths = reads(routes, read_lines, read_repeats)
     off = found[PLAIN]
     for figures in found.values():

@@ -43,7 +43,7 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 3
 
 
 @contextlib.contextmanager
-def plain_hop(workdir: Path) -> Iterator[KafkaConnection | None]:
+def plain_hop(workdir: Path) -> Iterator[Route | None]:
     """A tansu of its own behind socat, advertising socat's port (so every connection
     takes the hop, as every connection takes stunnel on the TLS side); both stopped.
     None where socat is not installed (Debian: socat): the hop is then not measured."""
@@ -64,22 +64,37 @@ def plain_hop(workdir: Path) -> Iterator[KafkaConnection | None]:
         )  # fmt: skip
         try:
             _wait_listening(hop_port, proc)
-            yield KafkaConnection(f"127.0.0.1:{hop_port}")
+            sid = proc.pid  # socat and the child it forks per connection
+            yield KafkaConnection(f"127.0.0.1:{hop_port}"), lambda: session_cpu_s(sid)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=10)
 
 
-def reads(routes: dict[str, KafkaConnection], lines: int, repeats: int) -> dict[str, float]:
-    """µs a line of the baseline consumer's read by each route (its own topic of the same
-    corpus), the routes alternated `repeats` times; medians."""
-    topics = {name: load_topic(connection, lines) for name, connection in routes.items()}
-    seconds: dict[str, list[float]] = {name: [] for name in routes}
+# A route: how the consumer connects, and the CPU seconds so far of the process between it
+# and tansu (None: nothing between).
+Route = tuple[KafkaConnection, Callable[[], float] | None]
+
+
+def reads(routes: dict[str, Route], lines: int, repeats: int) -> dict[str, dict[str, float]]:
+    """Per route, µs a line of the baseline consumer's read (its own topic of the same
+    corpus), the routes alternated `repeats` times, medians: wall time, this process's CPU
+    (the consumer, its network thread and the decryption) and the forwarder's CPU."""
+    topics = {name: load_topic(connection, lines) for name, (connection, _) in routes.items()}
+    found: dict[str, dict[str, list[float]]] = {
+        name: {"wall": [], "client_cpu": [], "forwarder_cpu": []} for name in routes
+    }
     for _ in range(repeats):
-        for name, connection in routes.items():
-            seconds[name].append(baseline_seconds(connection, topics[name], lines))
-    return {name: round(median(s) * 1e6 / lines, 2) for name, s in seconds.items()}
+        for name, (connection, forwarder) in routes.items():
+            client, between = time.process_time(), forwarder() if forwarder else 0.0
+            found[name]["wall"].append(baseline_seconds(connection, topics[name], lines))
+            found[name]["client_cpu"].append(time.process_time() - client)
+            found[name]["forwarder_cpu"].append((forwarder() - between) if forwarder else 0.0)
+    return {
+        name: {kind: round(median(s) * 1e6 / lines, 2) for kind, s in kinds.items()}
+        for name, kinds in found.items()
+    }
 
 
 def process_cpu_s(marker: str) -> Callable[[], float]:
@@ -116,24 +131,31 @@ def _cpu(stat: Path) -> float:
         return float("nan")
 
 
-def paths_report(us: dict[str, float], lines: int, repeats: int) -> list[str]:
+def paths_report(us: dict[str, dict[str, float]], lines: int, repeats: int) -> list[str]:
     """The read paths' table for docs/benchmarks.md."""
-    straight, tls = us[STRAIGHT], us[TLS]
-    hop = us.get(HOP)
+    straight = us[STRAIGHT]["wall"]
     table = [
         f"**Where a secured Kafka read's time goes** (one kafka-python consumer + `Counter`, "
         f"in one process, reading {lines:,} lines of the same corpus each way, the ways "
-        f"alternated, medians of {repeats}; µs a line, wall time):",
+        f"alternated, medians of {repeats}; µs a line: wall time, the consumer's own CPU "
+        "(its network thread and the decryption included) and the CPU of the process "
+        "between it and tansu):",
         "",
-        "| path | µs a line | against straight |",
-        "|---|---|---|",
-        f"| {STRAIGHT} | {straight} | 1.0 |",
+        "| path | wall | against straight | the consumer's CPU | the forwarder's CPU |",
+        "|---|---|---|---|---|",
     ]
-    if hop is not None:
-        table.append(f"| {HOP}: the extra process alone | {hop} | {round(hop / straight, 2)} |")
-    table += [f"| {TLS}, client certificate | {tls} | {round(tls / straight, 2)} |", ""]
-    if hop is None:
+    for name, label in ((STRAIGHT, STRAIGHT), (HOP, f"{HOP}: the extra process alone"),
+                        (TLS, f"{TLS}, client certificate")):  # fmt: skip
+        if name in us:
+            r = us[name]
+            table.append(
+                f"| {label} | {r['wall']} | {round(r['wall'] / straight, 2)} | "
+                f"{r['client_cpu']} | {r['forwarder_cpu'] if name != STRAIGHT else '—'} |"
+            )
+    table.append("")
+    if HOP not in us:
         return [*table, "The plain hop was not measured: socat is not installed."]
+    hop, tls = us[HOP]["wall"], us[TLS]["wall"]
     return [
         *table,
         f"The hop costs {round(hop - straight, 2)} µs a line, the encryption (client and "

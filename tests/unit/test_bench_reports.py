@@ -331,6 +331,10 @@ def _security_side(side: str, words: int, cpu: float | None, ratio: float) -> di
     }  # fmt: skip
 
 
+def _path(wall: float, forwarder: float) -> dict[str, float]:
+    return {"wall": wall, "client_cpu": 8.0, "forwarder_cpu": forwarder}
+
+
 def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
     from bench.security import PLAIN, SECURED, SPARK_ONLY, security_report
     from bench.security_paths import HOP, STRAIGHT, TLS
@@ -340,7 +344,8 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
         "sides": [_security_side(PLAIN, 900_000, None, 1.0),
                   _security_side(SPARK_ONLY, 850_000, None, 1.06),
                   _security_side(SECURED, 600_000, 1.5, 1.5)],
-        "paths_us": {STRAIGHT: 10.0, HOP: 11.0, TLS: 13.0}, "paths_lines": 200_000,
+        "paths_us": {STRAIGHT: _path(10.0, 0), HOP: _path(11.0, 1.5), TLS: _path(13.0, 2.5)},
+        "paths_lines": 200_000,
         "paths_repeats": 5,
     }  # fmt: skip
     text = "\n".join(security_report(found))
@@ -350,6 +355,8 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
     assert "| **every protection on / no protection** | **1.5** " in text
     assert "**not met** (1.5 on a 60,000-line batch, 1.05 on a restart" in text
     assert "stunnel, the extra process on the secured path, used 1.5 s of CPU" in text
+    assert "| straight to tansu | 10.0 | 1.0 | 8.0 | — |" in text
+    assert "| over TLS (stunnel), client certificate | 13.0 | 1.3 | 8.0 | 2.5 |" in text
     assert "The hop costs 1.0 µs a line, the encryption (client and stunnel) 2.0 µs" in text
     found["sides"][2].update(ratio_words=1.1)
     del found["paths_us"][HOP]
