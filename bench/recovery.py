@@ -42,7 +42,11 @@ def restart(
     from its start to its first completed batch."""
     app = AppRun.start(workdir, name, args, env=env)
     start_ms = app.started * 1000
-    batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
+    try:
+        batches = app.wait_for(partial(completed_since, start_ms), timeout=180)
+    except BaseException:
+        app.stop()  # the caller never gets it to stop
+        raise
     return app, (
         min(b.completed_ms for b in batches if b.completed_ms > start_ms) - start_ms
     ) / 1000
