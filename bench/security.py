@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import ssl
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -86,6 +88,14 @@ def unavailable() -> str | None:
     if stunnel_binary() is None:
         return "the security benchmark needs stunnel (Debian: stunnel4) and openssl"
     return None
+
+
+def tls_versions() -> str:
+    """stunnel's version and the OpenSSL the app's Python uses, for the report."""
+    stunnel = stunnel_binary()
+    found = subprocess.run([stunnel or "stunnel", "-version"], capture_output=True, text=True)
+    line = next((x for x in found.stderr.splitlines() if x.startswith("stunnel ")), "stunnel")
+    return f"{line.split(' on ')[0]}, the client's {ssl.OPENSSL_VERSION}"
 
 
 def secret_file(path: Path) -> Path:
@@ -227,6 +237,8 @@ def security_cost(
             figures[f"ratio_{key}"] = _ratio(figures[key], off[key])
     return {
         "batch_lines": batch_lines,
+        "state_keys": len(expected),
+        "tls": tls_versions(),
         "checkpoint_batches": every,
         "rounds": rounds,
         "sides": [{"side": label, **figures} for label, figures in found.items()],
@@ -266,12 +278,14 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
         f"**The cost of security** (the exact configuration: Kafka source, `local[2]`, 2 s "
         f"batches of **{size:,} lines** of 10 words over a Zipf vocabulary of 100k words, "
         "`--sink files --sink console`, a state checkpoint and a snapshot every "
-        f"{every} batches, the state growing to the corpus's distinct words. Every "
+        f"{every} batches, the state growing to {s['state_keys']:,} keys, the distinct words "
+        f"of the corpus ({size * (every + 3):,} lines) and the backlog. Every "
         "protection on: `--spark-secret-file` (`spark.authenticate`, "
         "`spark.network.crypto.enabled` without SASL fallback, `spark.io.encryption.enabled`, "
         "`spark.ui.killEnabled=false`) and Kafka over TLS with a client certificate and an "
         "encrypted key (`security_protocol = ssl`, `ssl_cafile`, `ssl_certfile`, "
-        "`ssl_keyfile`, `ssl_password` from the environment), tansu behind stunnel. Words/s "
+        f"`ssl_keyfile`, `ssl_password` from the environment), tansu behind {s['tls']}. "
+        "Words/s "
         f"of processing over {every} steady batches; then `kill -9` past a state checkpoint "
         f"and a restart with {size:,} lines waiting: seconds from the start to the first "
         "completed batch and to the backlog read; exact: the files sink's totals equal the "

@@ -340,7 +340,8 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
     from bench.security_paths import HOP, STRAIGHT, TLS
 
     found = {
-        "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2,
+        "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2, "state_keys": 99_000,
+        "tls": "stunnel 5.68, the client's OpenSSL 3.0.22",
         "sides": [_security_side(PLAIN, 900_000, None, 1.0),
                   _security_side(SPARK_ONLY, 850_000, None, 1.06),
                   _security_side(SECURED, 600_000, 1.5, 1.5)],
@@ -349,6 +350,8 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
         "paths_repeats": 5,
     }  # fmt: skip
     text = "\n".join(security_report(found))
+    assert "the state growing to 99,000 keys, the distinct words of the corpus (780,000" in text
+    assert "tansu behind stunnel 5.68, the client's OpenSSL 3.0.22." in text
     assert "| **every protection on** | 600,000 (600,000, 600,000) | 0.6 s (0.6, 0.6) |" in text
     assert "| 8.0 s (8.0, 8.0) | 11.0 s (11.0, 11.0) | 2 of 2 |" in text
     assert "| Spark's protections alone (plain Kafka) / no protection | 1.06 " in text
