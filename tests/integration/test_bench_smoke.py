@@ -186,7 +186,6 @@ def test_bench_smoke_of_the_cost_of_security(tmp_path: Path) -> None:
         assert side["ratio_words"] > 0 and side["ratio_restart_first_batch_s"] > 0
     assert security["sides"][1]["runs_cpu_s"][0] > 0  # stunnel was found and worked
     assert min(path["wall"] for path in security["paths_us"].values()) > 0
-    assert security["paths_us"]["over TLS (stunnel)"]["forwarder_cpu"] > 0
     # The secured run's SparkConf (Java-serialized in its checkpoint) has the protections,
     # and the secret itself in no file of that checkpoint.
     checkpoint = tmp_path / "security-secured-r1" / "checkpoint"
