@@ -22,6 +22,7 @@ import pytest
 from streaming_app.tools.processes import stop_group
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, free_port, make_text, truth, wait_for_totals
+from tests.unit.test_alert_rules import dashboard_exprs
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -132,6 +133,12 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     assert (info["engine"], info["source"], info["sinks"]) == ("dstream", "files", "files")
     assert prometheus.value('up{job="streaming-app"}') == 1
     assert not prometheus.firing("StreamingAppDown")
+    # Every query of the Grafana dashboard is one this Prometheus accepts (400 otherwise).
+    for expr in dashboard_exprs():
+        assert prometheus.api("query", query=expr.replace("$job", "streaming-app")) is not None, (
+            expr
+        )
+    assert prometheus.value('rate(streaming_app_batches_total{job="streaming-app"}[1m])')
 
     driver = int(supervisor.wait_for_log(r"started driver pid (\d+) \(start 1\)")[1])
     os.killpg(driver, signal.SIGKILL)

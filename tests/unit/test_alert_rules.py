@@ -1,8 +1,9 @@
-"""conf/prometheus: the alert rules pass promtool's check and unit tests, and name only series
-the app's endpoint serves."""
+"""conf/prometheus and conf/grafana: the alert rules pass promtool's check and unit tests, and
+the rules and the dashboard name only series the app's endpoint serves."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,24 @@ from prometheus_client import generate_latest
 from streaming_app.common.prometheus import Endpoint
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "conf" / "prometheus"
-SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+)\b")
+DASHBOARD = PROMETHEUS_DIR.parent / "grafana" / "streaming-app.json"
+SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?!\()")
+
+
+def served_series() -> set[str]:
+    """Every sample name the endpoint serves (with _total, _bucket, ... as scraped), and `up`."""
+    served = Endpoint({"version": "v", "engine": "e", "job": "j", "source": "s", "sinks": "k"})
+    text = generate_latest(served.registry).decode()
+    names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
+    # Labelled series have no sample before their first batch: their TYPE line names them.
+    names |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    return names | {"up"}
+
+
+def dashboard_exprs() -> list[str]:
+    """Every query of the Grafana dashboard."""
+    panels = json.loads(DASHBOARD.read_text("utf-8"))["panels"]
+    return [target["expr"] for panel in panels for target in panel["targets"]]
 
 
 def promtool() -> str:
@@ -46,10 +64,6 @@ def test_promtool_passes(args: tuple[str, ...]) -> None:
 
 
 def test_every_series_the_rules_name_is_served() -> None:
-    served = Endpoint({"version": "v", "engine": "e", "job": "j", "source": "s", "sinks": "k"})
-    text = generate_latest(served.registry).decode()
-    names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
-    names |= {f"{name}_total" for name in names} | {"up"}
     rules = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text("utf-8"))
     named = {
         series
@@ -58,4 +72,10 @@ def test_every_series_the_rules_name_is_served() -> None:
         for series in SERIES.findall(rule["expr"])
     }
     assert named, "no series found in the rules"
-    assert named <= names, f"not served: {sorted(named - names)}"
+    assert named <= served_series(), f"not served: {sorted(named - served_series())}"
+
+
+def test_every_series_the_dashboard_names_is_served() -> None:
+    named = {series for expr in dashboard_exprs() for series in SERIES.findall(expr)}
+    assert len(named) >= 10, named
+    assert named <= served_series(), f"not served: {sorted(named - served_series())}"
