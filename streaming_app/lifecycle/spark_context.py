@@ -92,7 +92,10 @@ def spark_context(
     secret = secure_conf(conf, config.spark_secret_file)
     if secret is not None:
         hold_secret(SparkContext._jvm, secret)
-    return SparkContext.getOrCreate(conf)
+    sc = SparkContext.getOrCreate(conf)
+    if sc.uiWebUrl:  # the port moves on when 4040 is taken: say where it is
+        log.info("Spark UI at %s", sc.uiWebUrl)
+    return sc
 
 
 def changed_settings(recorded: Mapping[str, str], today: Mapping[str, str]) -> list[str]:

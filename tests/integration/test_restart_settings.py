@@ -56,6 +56,7 @@ def test_a_metrics_sink_and_the_ui_turned_on_at_a_restart_apply_after_recovery(
     assert {f"{PROMETHEUS}.class", "spark.metrics.namespace", "spark.ui.enabled"} <= {
         key.strip() for key in named.group(1).split(",")
     }, named.group(0)
+    assert re.search(rf"Spark UI at http://\S+:{port}\b", app.log()), app.log()[-3000:]
     add("b.txt")
     wait_for_totals(dirs["output"], truth(texts), app, timeout=180)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
