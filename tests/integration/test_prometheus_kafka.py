@@ -1,0 +1,97 @@
+"""Kafka lag per partition at the endpoint: the broker's latest minus what was processed,
+after records arrived while the app was stopped; both engines."""
+
+from __future__ import annotations
+
+import random
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.conftest import kafka_args
+from tests.integration.harness import free_port, make_text
+from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
+
+pytestmark = pytest.mark.timeout(420)
+
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+ENGINE_ARGS = {"dstream": [], "structured": ["--engine", "structured"]}
+Positions = dict[int, tuple[float, float | None, float | None]]
+
+
+def positions(port: int, topic: str) -> Positions:
+    """partition -> (processed, latest, lag) as the endpoint serves them now."""
+    try:
+        with _LOOPBACK.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    found: dict[int, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.labels.get("topic") == topic:
+                found.setdefault(int(s.labels["partition"]), {})[s.name] = s.value
+    return {
+        p: (
+            v["streaming_app_kafka_processed_offset"],
+            v.get("streaming_app_kafka_latest_offset"),
+            v.get("streaming_app_kafka_lag_records"),
+        )
+        for p, v in found.items()
+        if "streaming_app_kafka_processed_offset" in v
+    }
+
+
+def wait_for(check: Any, what: str, timeout: float = 150) -> Any:
+    """Poll `check` until it returns something true; return it."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.3)
+    return found
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_ARGS))
+def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, engine: str
+) -> None:
+    rng = random.Random(41)
+    topic = fresh_topic("lag")
+    send(kafka_bootstrap, topic, make_text(rng, 120).splitlines())
+    port = free_port()
+    # 25 records per partition a second: a backlog takes several batches to read.
+    args = [
+        *kafka_args(dirs, kafka_bootstrap, topic, *ENGINE_ARGS[engine]),
+        "--max-rate-per-partition", "25", "--metrics-port", str(port),
+    ]  # fmt: skip
+    app = start_app(*args)
+
+    def caught_up() -> Positions | None:
+        ends = end_offsets(kafka_bootstrap, topic)
+        now = positions(port, topic)
+        done = len(now) == len(ends) and all(now[p] == (end, end, 0) for p, end in ends.items())
+        return now if done else None
+
+    wait_for(caught_up, "the first records all processed")
+    assert app.terminate() == 0, app.log()[-3000:]
+
+    # Records arrive while the app is stopped; the restart reads them 50 a batch.
+    send(kafka_bootstrap, topic, make_text(rng, 600).splitlines())
+    ends = end_offsets(kafka_bootstrap, topic)
+    app = start_app(*args)
+
+    def behind() -> Positions | None:
+        now = positions(port, topic)
+        lagging = {p: v for p, v in now.items() if v[2]}
+        return now if len(lagging) == len(ends) else None
+
+    seen = wait_for(behind, "a lag on every partition after the restart")
+    for partition, (processed, latest, lag) in seen.items():
+        assert latest == ends[partition], (partition, seen, ends)
+        assert lag == latest - processed > 0, (partition, seen)
+    wait_for(caught_up, "the backlog all processed")
+    assert app.terminate() == 0, app.log()[-3000:]
