@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +116,26 @@ class Endpoint:
             ["topic", "partition"],
             registry=registry,
         )
+        self.operation = Histogram(
+            f"{PREFIX}_operation_duration_seconds",
+            "Time an operation took: a state snapshot, a Kafka batch's commit",
+            ["operation"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            f"{PREFIX}_last_success_timestamp_seconds",
+            "When an operation last succeeded (epoch seconds)",
+            ["operation"],
+            registry=registry,
+        )
         self._server: Any = None
         self._lock = threading.Lock()
+
+    def succeeded(self, operation: str, seconds: float) -> None:
+        """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
+        self.operation.labels(operation).observe(seconds)
+        self.last_success.labels(operation).set_to_current_time()
 
     def observe(
         self, batch: BatchMetrics, behind: bool, partitions: Iterable[PartitionPosition] = ()
@@ -180,6 +200,16 @@ def start_endpoint(host: str, port: int, info: dict[str, str]) -> Endpoint:
 def endpoint() -> Endpoint | None:
     """The process's endpoint, None unless metrics_port is set."""
     return _ENDPOINT
+
+
+@contextmanager
+def timed(operation: str) -> Iterator[None]:
+    """Time the block as `operation` on the endpoint, if one serves, when it succeeds."""
+    started = time.monotonic()
+    yield
+    served = _ENDPOINT
+    if served is not None:
+        served.succeeded(operation, time.monotonic() - started)
 
 
 def stop_endpoint() -> None:

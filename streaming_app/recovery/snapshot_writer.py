@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app import __version__
 from streaming_app.common.fs import FileSystem, join
+from streaming_app.common.prometheus import timed
 from streaming_app.recovery.snapshots import (
     MANIFEST,
     TEMP_PREFIX,
@@ -70,7 +71,8 @@ def write_snapshot(
     if not is_due(batch_ms, settings):
         return
     try:
-        path = _write(batch_ms, rdd, view, settings)
+        with timed("snapshot"):
+            path = _write(batch_ms, rdd, view, settings)
         if path is None:
             return
     except Exception as exc:  # the checkpoint still protects the state; retried next time

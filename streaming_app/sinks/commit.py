@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms, take_batch
+from streaming_app.common.prometheus import timed
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -67,10 +68,11 @@ def commit_batch(
             ", ".join(sorted(missing)),
         )
         return
-    # 3. The commit log: the batch is done.
-    ranges = kafka.write_commit(batch_ms, rdd.isCheckpointed(), settings)
-    # 4. The group commit, for lag tools.
-    kafka.commit_group(batch_ms, ranges, settings)
+    with timed("commit"):
+        # 3. The commit log: the batch is done.
+        ranges = kafka.write_commit(batch_ms, rdd.isCheckpointed(), settings)
+        # 4. The group commit, for lag tools.
+        kafka.commit_group(batch_ms, ranges, settings)
     # 5. Prune what no recovery can need.
     kafka.prune_logs(batch_ms, settings)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.fs import FileSystem, join
+from streaming_app.common.prometheus import timed
 from streaming_app.recovery.snapshot_writer import (
     SnapshotSettings,
     needless,
@@ -74,7 +75,8 @@ def write_snapshot(
     written before; a failure is a warning, not a crash (the checkpoint still protects
     the state)."""
     try:
-        path = _write(spark, config, batch_id, batch_ms, every)
+        with timed("snapshot"):
+            path = _write(spark, config, batch_id, batch_ms, every)
     except Exception as exc:  # retried at the next snapshot due
         warn_failed(f"batch_id={batch_id}", config.snapshots_at, exc, config.snapshot_ms)
         return

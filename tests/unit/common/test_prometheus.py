@@ -110,3 +110,30 @@ def test_a_port_in_use_is_one_line_naming_metrics_port() -> None:
         ):
             start_endpoint("127.0.0.1", port, INFO)
     assert endpoint() is None
+
+
+def test_an_operation_that_succeeds_is_timed_and_stamped_one_that_fails_is_not() -> None:
+    from streaming_app.common.prometheus import timed
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        with timed("snapshot"):
+            pass
+        with pytest.raises(OSError), timed("commit"):
+            raise OSError("disk full")
+        got = samples(served)
+        assert (
+            got[("streaming_app_operation_duration_seconds_count", (("operation", "snapshot"),))]
+            == 1
+        )
+        assert (
+            got[("streaming_app_last_success_timestamp_seconds", (("operation", "snapshot"),))] > 0
+        )
+        assert (
+            "streaming_app_last_success_timestamp_seconds",
+            (("operation", "commit"),),
+        ) not in got
+    finally:
+        stop_endpoint()
+    with timed("snapshot"):  # no endpoint: nothing to do, no error
+        pass
