@@ -8,9 +8,11 @@ the refusal is its result, for the test to judge.
 - `fetch DRIVER OUT PATH...`: a local-mode PySpark asks the driver's RPC file server
   (`spark://HOST:PORT`) for each PATH (`files/NAME`, `jars/NAME`), as an executor would,
   with no secret; what it is given is saved under OUT.
-- `kill-ui UI SECONDS`: for that long, every job and stage of the application that the
-  driver's web UI lists, and a few ids beyond, is sent the UI's kill request (GET and
-  POST), as the kill links would.
+- `kill-ui UI SECONDS`: for that long, every kill link the driver's web UI shows is
+  submitted (with the CSRF token the page holds), and every job and stage it lists, and a
+  few ids beyond, is sent the kill request without one (GET and POST).
+- `kill-app MASTER_UI APP_ID`: the master UI's kill links for the application, then its
+  kill request without a token.
 - `http METHOD URL [FORM] [--save FILE]`: one HTTP request (FORM: `k=v&k=v`, sent as a form).
 - `connect HOST PORT`: whether a TCP connection is accepted, refused or times out.
 """
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -127,7 +131,7 @@ def http(method: str, url: str, form: str | None, save: Path | None) -> dict[str
     data = form.encode() if form is not None else None
     request = urllib.request.Request(url, data=data, method=method)
     try:
-        with _OPENER.open(request, timeout=10) as response:
+        with _OPENER.open(request, timeout=30) as response:
             status, body = response.status, response.read()
             final = response.url
     except urllib.error.HTTPError as exc:
@@ -140,35 +144,96 @@ def http(method: str, url: str, form: str | None, save: Path | None) -> dict[str
 
 
 def _get_json(url: str) -> Any:
-    with _OPENER.open(url, timeout=10) as response:
+    with _OPENER.open(url, timeout=30) as response:
         return json.load(response)
 
 
+def _get_text(url: str) -> str:
+    with _OPENER.open(url, timeout=30) as response:
+        return str(response.read().decode("utf-8", "replace"))
+
+
+_FORM = re.compile(r"<form[^>]*action=\"([^\"]*kill[^\"]*)\"[^>]*>(.*?)</form>", re.S)
+_INPUT = re.compile(r"<input[^>]*name=\"([^\"]+)\"[^>]*value=\"([^\"]*)\"")
+
+
+def kill_forms(page_url: str) -> list[tuple[str, str]]:
+    """The kill links of a UI page: each form's absolute action and its fields, URL-encoded.
+
+    A kill link is a POST form whose hidden fields carry the id and the UI's CSRF token
+    (Spark 4.3), which the page shows to whoever reads it.
+    """
+    return parse_kill_forms(page_url, _get_text(page_url))
+
+
+def parse_kill_forms(page_url: str, html: str) -> list[tuple[str, str]]:
+    """The kill forms in a page's HTML (kill_forms)."""
+    return [
+        (urllib.parse.urljoin(page_url, action), urllib.parse.urlencode(_INPUT.findall(body)))
+        for action, body in _FORM.findall(html)
+    ]
+
+
+def _tally(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _post_all(forms: list[tuple[str, str]], label: str, statuses: dict[str, int]) -> None:
+    for url, fields in forms:
+        got = http("POST", url, fields, None)
+        _tally(statuses, f"{label}: {got.get('status', got.get('error'))}")
+
+
 def kill_ui(ui: str, seconds: float) -> dict[str, Any]:
-    """Send the kill request of every job and stage the UI lists, again and again."""
+    """For `seconds` (one round at least), in rounds: submit every kill link the driver's UI
+    shows on its jobs and stages pages, as a click would; and send the kill request with no
+    token (GET and POST) for the running jobs and stages, every one listed in the first
+    round, and the next few ids, which the next batch will have."""
     statuses: dict[str, int] = {}
-    aimed_at_active = 0
+    listing: dict[str, int] = {}  # why the UI could not be read, when it could not
+    rounds = aimed_at_active = links = 0
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while (rounds == 0 and time.monotonic() < deadline + 120) or time.monotonic() < deadline:
         try:
             (app,) = _get_json(f"{ui}/api/v1/applications")
             api = f"{ui}/api/v1/applications/{app['id']}"
             jobs = {job["jobId"]: job["status"] for job in _get_json(f"{api}/jobs")}
             stages = {s["stageId"]: s["status"] for s in _get_json(f"{api}/stages")}
+            forms = kill_forms(f"{ui}/jobs/") + kill_forms(f"{ui}/stages/")
         except (OSError, ValueError) as exc:
-            statuses[_first_line(exc)] = statuses.get(_first_line(exc), 0) + 1
+            _tally(listing, _first_line(exc))
             time.sleep(0.5)
             continue
-        targets = [("jobs/job", n, jobs.get(n)) for n in range(max(jobs, default=0) + 3)]
-        targets += [("stages/stage", n, stages.get(n)) for n in range(max(stages, default=0) + 3)]
-        for page, number, status in targets:
-            aimed_at_active += status in ("RUNNING", "ACTIVE")
-            for method in ("GET", "POST"):
-                url = f"{ui}/{page}/kill/?id={number}&terminate=true"
-                got = http(method, url, f"id={number}&terminate=true", None)
-                key = f"{method} {page}/kill: {got.get('status', got.get('error'))}"
-                statuses[key] = statuses.get(key, 0) + 1
-    return {"statuses": statuses, "aimed_at_active": aimed_at_active}
+        links += len(forms)
+        _post_all(forms, "kill link", statuses)
+        for page, listed in (("jobs/job", jobs), ("stages/stage", stages)):
+            active = {n for n, status in listed.items() if status in ("RUNNING", "ACTIVE")}
+            upcoming = range(max(listed, default=-1) + 1, max(listed, default=-1) + 4)
+            aimed_at_active += len(active)
+            for number in sorted((active if rounds else set(listed)) | set(upcoming)):
+                for method in ("GET", "POST"):
+                    url = f"{ui}/{page}/kill/?id={number}&terminate=true"
+                    got = http(method, url, f"id={number}&terminate=true", None)
+                    _tally(statuses, f"{method} {page}/kill: {got.get('status', got.get('error'))}")
+        rounds += 1
+    return {
+        "statuses": statuses,
+        "kill_links": links,
+        "rounds": rounds,
+        "aimed_at_active": aimed_at_active,
+        "listing_errors": listing,
+    }
+
+
+def kill_app(master_ui: str, app_id: str) -> dict[str, Any]:
+    """Submit the kill links the master's UI shows for the application, then its kill
+    request with no token, as `POST /app/kill/` with `id` and `terminate=true`."""
+    statuses: dict[str, int] = {}
+    forms = kill_forms(f"{master_ui}/") + kill_forms(f"{master_ui}/app/?appId={app_id}")
+    _post_all(forms, "kill link", statuses)
+    fields = urllib.parse.urlencode({"id": app_id, "terminate": "true"})
+    _post_all([(f"{master_ui}/app/kill/", fields)], "POST app/kill", statuses)
+    return {"statuses": statuses, "kill_links": len(forms)}
 
 
 def connect(host: str, port: int) -> dict[str, Any]:
@@ -197,6 +262,9 @@ def main(argv: list[str]) -> None:
     p_kill = actions.add_parser("kill-ui")
     p_kill.add_argument("ui")
     p_kill.add_argument("seconds", type=float)
+    p_kill_app = actions.add_parser("kill-app")
+    p_kill_app.add_argument("master_ui")
+    p_kill_app.add_argument("app_id")
     p_http = actions.add_parser("http")
     p_http.add_argument("method")
     p_http.add_argument("url")
@@ -212,6 +280,8 @@ def main(argv: list[str]) -> None:
         result = fetch(args.driver, args.out, args.paths)
     elif args.action == "kill-ui":
         result = kill_ui(args.ui, args.seconds)
+    elif args.action == "kill-app":
+        result = kill_app(args.master_ui, args.app_id)
     elif args.action == "http":
         result = http(args.method, args.url, args.form, args.save)
     else:
