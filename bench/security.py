@@ -42,7 +42,7 @@ from bench.harness import (
     load_topic,
     median,
 )
-from bench.rates import batch_figures, interleaved, steady_batches
+from bench.rates import batch_figures, idle_batches, interleaved, steady_batches
 from bench.recovery import restart, wait_for_counted
 from bench.security_paths import (
     HOP,
@@ -172,7 +172,10 @@ def run_once(
         app_cpu_s = round(session_cpu_s(app.proc.pid) - warm_cpu_s, 2)
         cpu_s = round(cpu() - cpu_before, 2) if cpu else None
         batches = app.batches()
-        time.sleep(every * BATCH_S)  # past a state checkpoint, as a long-running driver is
+        # Past a state checkpoint written after the corpus was read, as a long-running
+        # driver is: `every` batches that read nothing have completed (on a loaded machine
+        # a wait of `every` intervals could kill it with those still queued).
+        app.wait_for(lambda b: len(idle_batches(b, lines)) >= every, 120 + 6 * every * BATCH_S)
         app.kill9()
         backlog = generated_lines(WORDS_PER_LINE, VOCABULARY, BACKLOG_SEED)
         produce(side.connection, topic, backlog, batch_lines, 0, PARTITIONS)
