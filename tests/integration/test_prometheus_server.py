@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from streaming_app.tools.processes import stop_group
+from tests.binaries import require
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, free_port, make_text, truth, wait_for_totals
 from tests.unit.test_alert_rules import dashboard_exprs
@@ -35,12 +35,7 @@ class Prometheus:
     """A Prometheus server on 127.0.0.1 scraping one target, with the repository's rules."""
 
     def __init__(self, workdir: Path, target: str) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            reason = "prometheus is not installed (Debian: apt-get install prometheus)"
-            if os.environ.get("CI"):
-                pytest.fail(reason)
-            pytest.skip(reason)
+        binary = require("prometheus", "Debian: apt-get install prometheus")
         workdir.mkdir()
         config = workdir / "prometheus.yml"
         config.write_text(

@@ -4,9 +4,7 @@ the rules and the dashboard name only series the app's endpoint serves."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the test extra
 from prometheus_client import generate_latest
 
 from streaming_app.common.prometheus import Endpoint
+from tests.binaries import require
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "conf" / "prometheus"
 DASHBOARD = PROMETHEUS_DIR.parent / "grafana" / "streaming-app.json"
@@ -38,14 +37,8 @@ def dashboard_exprs() -> list[str]:
 
 
 def promtool() -> str:
-    """promtool's path; skipped where it is missing, failed in CI (.ci/run installs it)."""
-    found = shutil.which("promtool")
-    if found is None:
-        reason = "promtool is not installed (Debian: apt-get install prometheus)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
+    """promtool's path (Debian's prometheus package brings it)."""
+    return require("promtool", "Debian: apt-get install prometheus")
 
 
 @pytest.mark.parametrize(
