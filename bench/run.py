@@ -30,7 +30,8 @@ from bench.micro import micro, micro_report, per_line, per_line_report
 from bench.peer import peer, peer_report
 from bench.quix import QUIX_LINES, quix_bench, quix_report
 from bench.recovery import recovery, recovery_report
-from bench.security import SECURITY_LINES, security_cost, security_report
+from bench.security import SECURITY_LINES, security_cost
+from bench.security_report import security_report
 from bench.state_cost import (
     MILLION,
     NO_SNAPSHOTS,

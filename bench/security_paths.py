@@ -97,6 +97,34 @@ def reads(routes: dict[str, Route], lines: int, repeats: int) -> dict[str, dict[
     }
 
 
+def connects(routes: dict[str, Route], repeats: int) -> dict[str, dict[str, float]]:
+    """Per route, ms of one executor read of a single record (the app's `read_range`: a
+    consumer of its own, connected, then closed, as every batch does for each partition),
+    the routes alternated `repeats` times, medians: wall time, this process's CPU and the
+    forwarder's CPU. What a connection costs, which a batch pays per partition."""
+    from streaming_app.sources.kafka.offsets import OffsetRange
+    from streaming_app.sources.kafka.reader import read_range
+
+    topics = {name: load_topic(connection, 2) for name, (connection, _) in routes.items()}
+    found: dict[str, dict[str, list[float]]] = {
+        name: {"wall": [], "client_cpu": [], "forwarder_cpu": []} for name in routes
+    }
+    for _ in range(repeats):
+        for name, (connection, forwarder) in routes.items():
+            one = OffsetRange(topics[name], 0, 0, 1)
+            wall, client = time.perf_counter(), time.process_time()
+            between = forwarder() if forwarder else 0.0
+            if len(list(read_range(one, connection, 1 << 20, "fail"))) != 1:
+                raise RuntimeError(f"{name}: a read of one record did not read it")
+            found[name]["wall"].append(time.perf_counter() - wall)
+            found[name]["client_cpu"].append(time.process_time() - client)
+            found[name]["forwarder_cpu"].append((forwarder() - between) if forwarder else 0.0)
+    return {
+        name: {kind: round(median(s) * 1e3, 1) for kind, s in kinds.items()}
+        for name, kinds in found.items()
+    }
+
+
 def process_cpu_s(marker: str) -> Callable[[], float]:
     """CPU seconds used so far by the one process whose command line holds `marker`
     (NaN if there is none)."""
@@ -131,8 +159,14 @@ def _cpu(stat: Path) -> float:
         return float("nan")
 
 
-def paths_report(us: dict[str, dict[str, float]], lines: int, repeats: int) -> list[str]:
-    """The read paths' table for docs/benchmarks.md."""
+def paths_report(
+    us: dict[str, dict[str, float]],
+    lines: int,
+    repeats: int,
+    connect_ms: dict[str, dict[str, float]] | None = None,
+    connect_repeats: int = 0,
+) -> list[str]:
+    """The read paths' tables for docs/benchmarks.md."""
     straight = us[STRAIGHT]["wall"]
     table = [
         f"**Where a secured Kafka read's time goes** (one kafka-python consumer + `Counter`, "
@@ -154,10 +188,26 @@ def paths_report(us: dict[str, dict[str, float]], lines: int, repeats: int) -> l
             )
     table.append("")
     if HOP not in us:
-        return [*table, "The plain hop was not measured: socat is not installed."]
-    hop, tls = us[HOP]["wall"], us[TLS]["wall"]
-    return [
-        *table,
-        f"The hop costs {round(hop - straight, 2)} µs a line, the encryption (client and "
-        f"stunnel) {round(tls - hop, 2)} µs on top.",
-    ]
+        table.append("The plain hop was not measured: socat is not installed.")
+    else:
+        hop, tls = us[HOP]["wall"], us[TLS]["wall"]
+        table.append(
+            f"The hop costs {round(hop - straight, 2)} µs a line, the encryption (client "
+            f"and stunnel) {round(tls - hop, 2)} µs on top."
+        )
+    if connect_ms:
+        table += [
+            "",
+            "**A connection** (the app's executor read, `read_range`, of one record: its own "
+            "consumer connected, read and closed, as each batch does for each partition; "
+            f"medians of {connect_repeats}, ms):",
+            "",
+            "| path | wall | the reader's CPU | the forwarder's CPU |",
+            "|---|---|---|---|",
+            *(
+                f"| {name} | {r['wall']} | {r['client_cpu']} | "
+                f"{r['forwarder_cpu'] if name != STRAIGHT else '—'} |"
+                for name, r in connect_ms.items()
+            ),
+        ]
+    return table

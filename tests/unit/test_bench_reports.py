@@ -336,8 +336,9 @@ def _path(wall: float, forwarder: float) -> dict[str, float]:
 
 
 def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
-    from bench.security import PLAIN, SECURED, SPARK_ONLY, security_report
+    from bench.security import PLAIN, SECURED, SPARK_ONLY
     from bench.security_paths import HOP, STRAIGHT, TLS
+    from bench.security_report import security_report
 
     found = {
         "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2, "state_keys": 99_000,
@@ -346,7 +347,8 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
                   _security_side(SPARK_ONLY, 850_000, None, 1.06),
                   _security_side(SECURED, 600_000, 1.5, 1.5)],
         "paths_us": {STRAIGHT: _path(10.0, 0), HOP: _path(11.0, 1.5), TLS: _path(13.0, 2.5)},
-        "paths_lines": 200_000,
+        "paths_lines": 200_000, "connect_repeats": 20,
+        "connect_ms": {STRAIGHT: _path(6.7, 0), TLS: _path(20.6, 5.0)},
         "paths_repeats": 5,
     }  # fmt: skip
     text = "\n".join(security_report(found))
@@ -361,6 +363,9 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
     assert "| straight to tansu | 10.0 | 1.0 | 8.0 | — |" in text
     assert "| over TLS (stunnel), client certificate | 13.0 | 1.3 | 8.0 | 2.5 |" in text
     assert "The hop costs 1.0 µs a line, the encryption (client and stunnel) 2.0 µs" in text
+    assert "as each batch does for each partition; medians of 20, ms):" in text
+    assert "| straight to tansu | 6.7 | 8.0 | — |" in text
+    assert "| over TLS (stunnel) | 20.6 | 8.0 | 5.0 |" in text
     found["sides"][2].update(ratio_words=1.1)
     del found["paths_us"][HOP]
     text = "\n".join(security_report(found))
