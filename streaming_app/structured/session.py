@@ -52,9 +52,10 @@ def build_session(config: AppConfig) -> SparkSession:
 
     # The stage progress bar would mix with the log lines and the console sink.
     forced = {"spark.ui.showConsoleProgress": ("false", "progress bars garble the console sink")}
-    spark_context(config, session_conf(config), forced)
+    settings = session_conf(config)
+    spark_context(config, settings, forced)
     builder = SparkSession.builder.appName(config.app_name)
-    for key, value in session_conf(config).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if SHUFFLE_PARTITIONS not in dict(config.spark_conf):

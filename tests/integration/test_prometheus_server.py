@@ -55,6 +55,9 @@ class Prometheus:
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
+
+    def wait_ready(self) -> None:
+        """Return once the server answers its API."""
         self.until(lambda: self.api("status/runtimeinfo") is not None, "Prometheus up", 60)
 
     def api(self, path: str, **params: str) -> Any:
@@ -108,7 +111,8 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     texts: list[str] = []
     port = free_port()
     prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}")
-    started.append(prometheus)
+    started.append(prometheus)  # stopped at the end even if it never comes up
+    prometheus.wait_ready()
     # The first restart waits 40 s: longer than StreamingAppDown's `for: 30s`.
     run = [*files_args(dirs), "--metrics-port", str(port)]
     supervisor = App(["--backoff", "40", "--", *run], tmp_path, "supervise", command="supervise")
