@@ -18,10 +18,10 @@ import stat
 from typing import Any
 
 from streaming_app.errors import ConfigError
+from streaming_app.recovery.secret_scrub import SECRET_KEY
 
 log = logging.getLogger(__name__)
 
-SECRET_KEY = "spark.authenticate.secret"
 AUTHENTICATE = "spark.authenticate"
 # Spark's own route for the secret (SecurityManager.ENV_AUTH_SECRET).
 ENV_SECRET = "_SPARK_AUTH_SECRET"
