@@ -35,7 +35,7 @@ def test_the_driver_jvm_maps_the_archive_and_logs_with_the_apps_conf(
     archive = jvm_archive.build(repo_conf_dir())  # made already by scripts/test.sh
     for setting in ("1", "0"):
         app = start_app(*files_args(dirs), env={jvm_archive.ENV: setting})
-        app.wait_for_log(r"driver\.metrics: batch ")
+        app.wait_for_log(r"metrics_recorder: batch ")
         maps = Path(f"/proc/{jvm_of(app)}/maps").read_text()
         assert (str(archive) in maps) == (setting == "1"), setting
         assert app.terminate() == 0
