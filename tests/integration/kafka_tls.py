@@ -22,8 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker, free_port
+from tests.integration.pg_helpers import ci
 
 STUNNEL_NAMES = ("stunnel4", "stunnel")
 
@@ -82,6 +85,19 @@ def stunnel_binary() -> str | None:
     return next((p for name in STUNNEL_NAMES if (p := shutil.which(name))), None)
 
 
+def require_tools(*tools: str) -> None:
+    """Skip the test (in CI: fail it) unless these commands are installed; "stunnel" is
+    any of STUNNEL_NAMES."""
+    missing = [t for t in tools if t != "stunnel" and shutil.which(t) is None]
+    if "stunnel" in tools and stunnel_binary() is None:
+        missing.append("stunnel (Debian: stunnel4)")
+    if missing:
+        reason = f"the Kafka TLS tests need {', '.join(missing)}; .ci/run installs them"
+        if ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
@@ -126,35 +142,29 @@ def make_tls_files(directory: Path, password: str) -> TlsFiles:
     )
 
 
-def _service(name: str, port: int, plain_port: int, cert: Path, key: Path, ca: Path) -> list[str]:
-    return [
+def stunnel_service(
+    name: str, port: int, connect_port: int, cert: Path, key: Path, ca: Path | None
+) -> list[str]:
+    """A stunnel service: TLS on `port` to plain TCP on `connect_port`; with `ca`, a client
+    certificate it signed is required."""
+    lines = [
         f"[{name}]",
         f"accept = 127.0.0.1:{port}",
-        f"connect = 127.0.0.1:{plain_port}",
+        f"connect = 127.0.0.1:{connect_port}",
         f"cert = {cert}",
         f"key = {key}",
-        f"CAfile = {ca}",
-        "verifyChain = yes",  # verify = 2 in older stunnel's words
-        "requireCert = yes",
     ]
-
-
-def _stunnel_conf(files: TlsFiles, tls_port: int, misnamed_port: int, plain_port: int) -> str:
-    return "\n".join(
-        [
-            "foreground = yes",
-            "pid =",  # no pid file: the test holds the process
-            "debug = warning",
-            *_service("kafka", tls_port, plain_port, files.server_cert, files.server_key,
-                      files.cafile),
-            *_service("kafka-misnamed", misnamed_port, plain_port, files.misnamed_cert,
-                      files.misnamed_key, files.cafile),
-            "",
+    if ca is not None:
+        lines += [
+            f"CAfile = {ca}",
+            "verifyChain = yes",  # verify = 2 in older stunnel's words
+            "requireCert = yes",
         ]
-    )  # fmt: skip
+    return lines
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
+def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
+    """Return once 127.0.0.1:`port` accepts; RuntimeError if `proc` exits or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -167,7 +177,8 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout} s")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process the test started (by its PID): SIGTERM, then SIGKILL after 10 s."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -177,54 +188,63 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def without_app_settings() -> dict[str, str]:
+    """The environment minus the app's settings (STREAMING_APP_*): a helper process of the
+    test gets none of the app's secrets."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")}
+
+
+@contextmanager
+def stunnel(directory: Path, name: str, services: list[list[str]]) -> Iterator[None]:
+    """stunnel with these services (`_service`), in the foreground, until the block ends;
+    `name`.conf and `name`.log in `directory`."""
+    binary = stunnel_binary()
+    assert binary is not None, "stunnel is not installed"
+    conf = directory / f"{name}.conf"
+    head = ["foreground = yes", "pid =", "debug = warning"]  # no pid file: the test holds it
+    conf.write_text("\n".join(head + [line for s in services for line in s] + [""]))
+    ports = [int(line.rpartition(":")[2]) for s in services for line in s if "accept" in line]
+    with open(directory / f"{name}.log", "wb") as log:
+        proc = subprocess.Popen(
+            [binary, str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=without_app_settings(),
+        )
+        try:
+            for port in ports:
+                wait_listening(port, proc, "stunnel", timeout=30)
+            yield
+        finally:
+            stop_process(proc)
+
+
 @contextmanager
 def tls_broker(directory: Path, password: str) -> Iterator[TlsBroker]:
     """tansu on a loopback port behind stunnel on another; both stopped at the end."""
-    stunnel = stunnel_binary()
-    assert stunnel is not None, "stunnel is not installed"
     files = make_tls_files(directory / "tls", password)
     tls_port, misnamed_port, plain_port = free_port(), free_port(), free_port()
-    conf = directory / "stunnel.conf"
-    conf.write_text(_stunnel_conf(files, tls_port, misnamed_port, plain_port), encoding="utf-8")
+    services = [
+        stunnel_service("kafka", tls_port, plain_port, files.server_cert, files.server_key,
+                 files.cafile),
+        stunnel_service("kafka-misnamed", misnamed_port, plain_port, files.misnamed_cert,
+                 files.misnamed_key, files.cafile),
+    ]  # fmt: skip
     with (
         open(directory / "tansu.log", "wb") as broker_log,
-        open(directory / "stunnel.log", "wb") as tunnel_log,
         DevBroker(plain_port, log=broker_log, advertised_port=tls_port),
+        stunnel(directory, "stunnel", services),
     ):
-        proc = subprocess.Popen(
-            [stunnel, str(conf)],
-            stdin=subprocess.DEVNULL,
-            stdout=tunnel_log,
-            stderr=subprocess.STDOUT,
-            env={k: v for k, v in os.environ.items() if not k.startswith("STREAMING_APP_")},
-        )
-        try:
-            for port in (tls_port, misnamed_port):
-                _wait_listening(port, proc, "stunnel", timeout=30)
-            yield TlsBroker(
-                f"127.0.0.1:{tls_port}", files, f"127.0.0.1:{misnamed_port}", plain_port
-            )
-        finally:
-            _stop(proc)
+        yield TlsBroker(f"127.0.0.1:{tls_port}", files, f"127.0.0.1:{misnamed_port}", plain_port)
 
 
 @contextmanager
 def misnamed_tunnel(broker: TlsBroker, directory: Path, port: int) -> Iterator[None]:
     """Another stunnel to the broker on `port`, showing the certificate for another host
     name (a broker that comes up, or changes its certificate, while the app runs)."""
-    stunnel = stunnel_binary()
-    assert stunnel is not None, "stunnel is not installed"
     files = broker.files
-    conf = directory / "stunnel-late.conf"
-    service = _service("late", port, broker.plain_port, files.misnamed_cert,
+    service = stunnel_service("late", port, broker.plain_port, files.misnamed_cert,
                        files.misnamed_key, files.cafile)  # fmt: skip
-    conf.write_text("\n".join(["foreground = yes", "pid =", "debug = warning", *service, ""]))
-    with open(directory / "stunnel-late.log", "wb") as log:
-        proc = subprocess.Popen(
-            [stunnel, str(conf)], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            _wait_listening(port, proc, "stunnel", timeout=30)
-            yield
-        finally:
-            _stop(proc)
+    with stunnel(directory, "stunnel-late", [service]):
+        yield

@@ -8,7 +8,6 @@ password or a missing TLS file is one line, exit 2, and writes nothing."""
 from __future__ import annotations
 
 import random
-import shutil
 import socket
 import ssl
 import struct
@@ -36,10 +35,9 @@ from tests.integration.kafka_tls import (
     TlsFiles,
     make_tls_files,
     misnamed_tunnel,
-    stunnel_binary,
+    require_tools,
     tls_broker,
 )
-from tests.integration.pg_helpers import ci
 from tests.secrets_scan import find_secrets
 
 pytestmark = pytest.mark.timeout(240)
@@ -56,21 +54,10 @@ DSTREAM_RECOVERED = r"Recovered streaming context from checkpoint"
 STRUCTURED_STARTED = r"Started new query id=\S+ on checkpoint"
 
 
-def _require(*tools: str) -> None:
-    missing = [t for t in tools if t != "stunnel" and shutil.which(t) is None]
-    if "stunnel" in tools and stunnel_binary() is None:
-        missing.append("stunnel (Debian: stunnel4)")
-    if missing:
-        reason = f"the Kafka TLS tests need {', '.join(missing)}; .ci/run installs them"
-        if ci():
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     """tansu behind stunnel, which demands a client certificate of the test CA."""
-    _require("openssl", "stunnel")
+    require_tools("openssl", "stunnel")
     with tls_broker(tmp_path_factory.mktemp("kafka-tls"), KEY_PASSWORD) as broker:
         yield broker
 
@@ -78,7 +65,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     """Certificates and an encrypted client key, without a broker."""
-    _require("openssl")
+    require_tools("openssl")
     return make_tls_files(tmp_path_factory.mktemp("tls-files"), KEY_PASSWORD)
 
 
