@@ -38,6 +38,10 @@ class BatchMetrics:
     engine: str | None = None
     # The structured engine's micro-batch id; None for the DStream engine.
     batch_id: int | None = None
+    # Words the batch counted (the word count; None for keyed sums, or not known) and keys
+    # in the state after it (None if not known): see docs/metrics.md.
+    words: int | None = None
+    state_keys: int | None = None
 
 
 def _is_int(value: Any) -> bool:
@@ -63,6 +67,11 @@ def parse_line(line: str) -> BatchMetrics | None:
             return None
         # Spark's BatchInfo says -1 for "unknown"; read it as the null it means.
         known[key] = value if value is not None and value >= 0 else None
+    for key in ("words", "state_keys"):  # absent from files of earlier versions
+        value = obj.get(key)
+        if value is not None and not _is_int(value):
+            return None
+        known[key] = value
     engine = obj.get("engine")
     batch_id = obj.get("batch_id")
     return BatchMetrics(

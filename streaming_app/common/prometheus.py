@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 PREFIX = "streaming_app"
 # Seconds: a batch of a few tens of milliseconds up to one far behind.
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# Why input values were skipped or repaired (`streaming_app_bad_values_total{reason}`):
+# the Kafka source's read counts, and the keyed-sum job's bad CSV rows.
+KAFKA_REASONS = ("empty", "oversize", "replaced", "lost")
+CSV_REASONS = ("csv_columns", "csv_value", "csv_key", "csv_range")
+# The servers whose calls are retried (`streaming_app_retries_total{peer}`).
+PEERS = ("kafka", "postgres")
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ class Endpoint:
         )
         self.operation = Histogram(
             f"{PREFIX}_operation_duration_seconds",
-            "Time an operation took: a state snapshot, a Kafka batch's commit",
+            "Time an operation took: a state snapshot, a Kafka batch's commit, a sink's write",
             ["operation"],
             buckets=BUCKETS,
             registry=registry,
@@ -129,6 +135,36 @@ class Endpoint:
             ["operation"],
             registry=registry,
         )
+        self.words = Counter(
+            f"{PREFIX}_words",
+            "Words counted by the completed batches (the word-count job)",
+            registry=registry,
+        )
+        self.state_keys = Gauge(
+            f"{PREFIX}_state_keys",
+            "Keys in the running totals' state after the newest batch",
+            registry=registry,
+        )
+        self.bad_values = Counter(
+            f"{PREFIX}_bad_values",
+            "Input values skipped or repaired as bad, by reason",
+            ["reason"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            f"{PREFIX}_retries",
+            "Failed calls to a server (Kafka, PostgreSQL) that the app retried",
+            ["peer"],
+            registry=registry,
+        )
+        # Every label value the run can report, at 0: increase() sees the first one.
+        reasons = (KAFKA_REASONS if info.get("source") == "kafka" else ()) + (
+            CSV_REASONS if info.get("job") == "keyed-sum" else ()
+        )
+        for reason in reasons:
+            self.bad_values.labels(reason)
+        for peer in PEERS:
+            self.retries.labels(peer)
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -152,6 +188,10 @@ class Endpoint:
                 self.processing.observe(batch.processing_ms / 1000)
             if batch.scheduling_delay_ms is not None:
                 self.scheduling.observe(batch.scheduling_delay_ms / 1000)
+            if batch.words is not None:
+                self.words.inc(batch.words)
+            if batch.state_keys is not None:
+                self.state_keys.set(batch.state_keys)
             self.falling_behind.set(1 if behind else 0)
             for position in partitions:
                 labels = (position.topic, str(position.partition))
@@ -202,14 +242,35 @@ def endpoint() -> Endpoint | None:
     return _ENDPOINT
 
 
+def count_bad_values(counts: Mapping[str, int]) -> None:
+    """Count a batch's bad values by reason on the endpoint, if one serves."""
+    served = _ENDPOINT
+    if served is not None:
+        for reason, count in counts.items():
+            if count > 0:
+                served.bad_values.labels(reason).inc(count)
+
+
+def count_retry(peer: str) -> None:
+    """Count a failed call to `peer` (kafka, postgres) that is retried, if an endpoint serves."""
+    served = _ENDPOINT
+    if served is not None:
+        served.retries.labels(peer).inc()
+
+
+def succeeded(operation: str, seconds: float) -> None:
+    """`operation` succeeded after `seconds`, on the endpoint if one serves."""
+    served = _ENDPOINT
+    if served is not None:
+        served.succeeded(operation, seconds)
+
+
 @contextmanager
 def timed(operation: str) -> Iterator[None]:
     """Time the block as `operation` on the endpoint, if one serves, when it succeeds."""
     started = time.monotonic()
     yield
-    served = _ENDPOINT
-    if served is not None:
-        served.succeeded(operation, time.monotonic() - started)
+    succeeded(operation, time.monotonic() - started)
 
 
 def stop_endpoint() -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from streaming_app.common.prometheus import count_retry
 from streaming_app.errors import PeerUnreachableError, StopRequestedError, StreamingAppError
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,15 @@ def with_retries(
     retry_on: tuple[type[BaseException], ...] = (Exception,),
     give_up_after: float | None = None,
     setting: str = "give_up_after",
+    peer: str | None = None,
 ) -> T:
     """Call until it succeeds, warning and backing off (1 s doubling to 30 s) after each failure.
 
     Gives up when `stop` is set, with StopRequestedError: nothing is ever made up. With
     `give_up_after`, also once the calls have failed for that many seconds, counted from
     the start of the first failed one, with PeerUnreachableError: one line that says for
-    how long and which `setting` to change.
+    how long and which `setting` to change. `peer` (kafka, postgres): each retried
+    failure is counted on the Prometheus endpoint under that name.
     """
     attempt = 0
     down_since: float | None = None
@@ -88,6 +91,8 @@ def with_retries(
                 delay,
             )
             on_failure()
+            if peer is not None:
+                count_retry(peer)
             if stop.is_set() or stop.wait(delay):
                 raise StopRequestedError(f"stopping: gave up on {what}") from None
             continue

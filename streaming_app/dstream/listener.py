@@ -12,6 +12,7 @@ from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
 from streaming_app.common.prometheus import PartitionPosition
 from streaming_app.settings.schema import AppConfig
+from streaming_app.state.figures import state_figures
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ class LoggingListener(StreamingListener):
             from streaming_app.sources.line_counts import batch_lines
 
             records = batch_lines(batch_ms)
+        keys, words = state_figures(batch_ms)
         return BatchMetrics(
             batch_time_ms=batch_ms,
             batch_interval_ms=self.batch_ms,
@@ -126,4 +128,6 @@ class LoggingListener(StreamingListener):
             kafka_lag=lag,
             completed_ms=now_ms(),
             engine="dstream",
+            words=words,
+            state_keys=keys,
         )

@@ -22,6 +22,7 @@ from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
 from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.state.figures import want_state_figures
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
 
     stop = StopRequest()
     stop.install()
+    # The state's keys and words per batch: one small job a batch no sink ran already.
+    want_state_figures(bool(config.metrics_file) or config.metrics_port is not None)
     if config.source == "kafka":
         from streaming_app.sources.kafka.runtime import configure_runtime
 

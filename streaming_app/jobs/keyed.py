@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from decimal import Context, Decimal, Inexact, InvalidOperation
 from typing import Any
 
+from streaming_app.common.prometheus import count_bad_values
+
 log = logging.getLogger(__name__)
 
 # Sums never round: a result that does not fit raises instead of drifting. Amounts are
@@ -165,6 +167,7 @@ def report_bad_rows(batch_time: Any, rdd: Any, spec: CsvSpec) -> None:
         return
     bad = sum(found, BadRows())
     _seen += bad
+    count_bad_values({"csv_columns": bad.columns, "csv_value": bad.value, "csv_key": bad.key})
     reasons = [
         f"{name}={count}"
         for name, count in (

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.prometheus import succeeded
 from streaming_app.sinks.commit import mark_written
 from streaming_app.sinks.files_layout import (
     CHAIN_MARKER,
@@ -170,12 +171,14 @@ def write_chain(
     fs.publish_dir(temp, _join(out, final))
     for name in to_prune_chain([*names, final], settings.keep, batch_ms):
         fs.delete(_join(out, name))
+    took = time.monotonic() - started
+    succeeded("files", took)
     log.debug(
         "wrote %s batch_time_ms=%d%s in %.0f ms path=%s",
         LINK_KINDS[kind],
         batch_ms,
         written,
-        (time.monotonic() - started) * 1000,
+        took * 1000,
         _join(out, final),
     )
     return kind

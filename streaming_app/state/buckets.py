@@ -18,9 +18,10 @@ the layout of one record per key.
 
 A bucket's record stays serialized between batches: its value is a `Bucket` tuple of
 the packed {key: total} dict (marshal, or pickle for exact sums), the totals this batch
-changed, the bucket's top keys for the console, and its count of keys and sum of
-totals. A bucket that no key of the batch touches passes through as it is, without
-being unpacked, so an idle batch costs what the number of buckets costs, not the keys;
+changed, the bucket's top keys for the console, its count of keys and sum of totals,
+and what the batch added (the metrics' words). A bucket that no key of the batch
+touches passes through as it is, without being unpacked, so an idle batch costs what the
+number of buckets costs, not the keys;
 the sinks read the changed totals, the tops and the counts without unpacking either
 (state/view.py).
 
@@ -60,6 +61,17 @@ class Bucket(NamedTuple):
     top: list[tuple[str, Any]] | None  # the top keys by total (top_n > 0), rank order
     keys: int  # how many keys
     total: Any  # the sum of the totals (None while there is none)
+    # What this batch added to the bucket: the sum of its values (words, for the word
+    # count), None when the batch left the bucket alone. A record of a checkpoint
+    # written before this field unpickles with None here (cloudpickle calls Bucket with
+    # five values), or, under PySpark's namedtuple patch, as a five-field tuple of its
+    # own class: read it through added_of.
+    added: Any = None
+
+
+def added_of(bucket: tuple[Any, ...]) -> Any:
+    """A bucket's `added` (None for a record of a checkpoint that did not keep it)."""
+    return bucket[5] if len(bucket) > 5 else None
 
 
 def bucket_of(key: str, buckets: int) -> int:
@@ -194,12 +206,16 @@ def merge_bucket(
         top_of(totals, state.top if state is not None else None, changed, top_n),
         len(totals),
         _add_all(update, values, state.total if state is not None else None),
+        _add_all(update, values, None),
     )
 
 
 def passed_through(state: Bucket) -> Bucket:
     """A bucket no key of the batch touched: as it was, without the last batch's changes."""
-    return state if state.changed is None else state._replace(changed=None)
+    if state.changed is None and added_of(state) is None:
+        return state
+    # Not _replace: a record of an older checkpoint may be a five-field tuple (added_of).
+    return Bucket(state.packed, None, state.top, state.keys, state.total)
 
 
 def bucket_items(record: tuple[int, Bucket]) -> Iterable[tuple[str, Any]]:

@@ -18,7 +18,7 @@ from functools import partial
 from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from streaming_app.state.buckets import bucket_items, rank, top
+from streaming_app.state.buckets import added_of, bucket_items, rank, top
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -31,16 +31,17 @@ class Digest(NamedTuple):
     tops: list[tuple[str, Any]]  # every bucket's top keys
     keys: int
     total: Any
+    added: Any = None  # what the batch added to the totals (its words), None if nothing
 
 
-def _bucket_digest(record: tuple[int, Any]) -> tuple[Any, Any, int, Any]:
+def _bucket_digest(record: tuple[int, Any]) -> tuple[Any, Any, int, Any, Any]:
     bucket = record[1]
-    return bucket.changed, bucket.top, bucket.keys, bucket.total
+    return bucket.changed, bucket.top, bucket.keys, bucket.total, added_of(bucket)
 
 
-def _without_changes(record: tuple[int, Any]) -> tuple[Any, Any, int, Any]:
+def _without_changes(record: tuple[int, Any]) -> tuple[Any, Any, int, Any, Any]:
     bucket = record[1]
-    return None, bucket.top, bucket.keys, bucket.total
+    return None, bucket.top, bucket.keys, bucket.total, added_of(bucket)
 
 
 # The newest batch's digest: ((application, state RDD id), digest). Output operations of
@@ -94,8 +95,8 @@ class StateView:
         parts = rdd.map(_bucket_digest if self.changes else _without_changes).collect()
         changed: list[tuple[str, Any]] | None = [] if self.changes else None
         tops: list[tuple[str, Any]] = []
-        keys, total = 0, None
-        for part_changed, part_top, part_keys, part_total in parts:
+        keys, total, added = 0, None, None
+        for part_changed, part_top, part_keys, part_total, part_added in parts:
             if part_changed and changed is not None:
                 changed.extend(part_changed.items())
             if part_top:
@@ -103,7 +104,9 @@ class StateView:
             keys += part_keys
             if part_total is not None:
                 total = part_total if total is None else self.add(total, part_total)
-        found = Digest(changed, tops, keys, 0 if total is None else total)
+            if part_added is not None:
+                added = part_added if added is None else self.add(added, part_added)
+        found = Digest(changed, tops, keys, 0 if total is None else total, added)
         _last[:] = [(which, found)]
         return found
 

@@ -17,6 +17,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
 from streaming_app.settings.schema import AppConfig
+from streaming_app.structured.problems import batch_words
 from streaming_app.structured.progress import (
     Trigger,
     batch_metrics,
@@ -64,6 +65,7 @@ class ProgressListener(StreamingQueryListener):
                 previous,
                 now_ms(),
                 kafka=self.config.source == "kafka",
+                words=batch_words(batch_id),
             )
             self._previous = (batch_id, trigger_of(progress))
             kafka = self.config.source == "kafka"

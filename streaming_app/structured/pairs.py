@@ -41,7 +41,7 @@ def partition_pairs(
     scale: int = 12,
 ) -> Iterator[tuple[str, Any]]:
     """One partition's lines as (key, value) pairs, one per key; bad CSV rows, and sums not
-    exact in decimal(38, scale), dropped and counted into `problems`."""
+    exact in decimal(38, scale), dropped and counted into `problems`, as are the words."""
     if job == "keyed-sum":
         assert spec is not None
         for key, value in parse_sums(lines, spec, partial(fits, scale=scale)):
@@ -50,7 +50,12 @@ def partition_pairs(
             elif problems is not None:
                 problem_counts.bad_rows(value, problems)
         return
-    yield from count_words(lines, pattern, lowercase)
+    words = 0
+    for pair in count_words(lines, pattern, lowercase):
+        words += pair[1]
+        yield pair
+    if problems is not None:
+        problems[problem_counts.WORDS] += words
 
 
 def _lines(batches: Iterable[Any], problems: Counter[str]) -> Iterator[str]:

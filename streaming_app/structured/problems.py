@@ -18,6 +18,8 @@ from typing import Any
 KAFKA = ("empty", "oversize", "replaced", "lost")  # the Kafka read counts that are warned
 CSV = ("columns", "value", "key", "range")  # BadRows' reasons (range: not exact in the state)
 CSV_PREFIX = "csv-"
+# Not a problem: the words a partition counted (the word count), for the metrics.
+WORDS = "words"
 
 
 class ProblemCounts:
@@ -50,6 +52,29 @@ def bad_rows(bad: Any, into: Counter[str]) -> None:
     """Add a keyed-sum BadRows' counts to `into`, as csv-<reason>."""
     for reason in CSV:
         into[CSV_PREFIX + reason] += getattr(bad, reason)
+
+
+# Micro-batch id -> the words it counted, from the foreachBatch function to the listener.
+_BATCH_WORDS: dict[int, int] = {}
+_MAX_NOTED = 10_000
+
+
+def note_words(batch_id: int, found: Counter[str]) -> None:
+    """Keep what a micro-batch counted (`since`'s result) for its metrics record."""
+    _BATCH_WORDS[batch_id] = found[WORDS]
+    while len(_BATCH_WORDS) > _MAX_NOTED:
+        del _BATCH_WORDS[min(_BATCH_WORDS)]
+
+
+def batch_words(batch_id: int) -> int | None:
+    """The words micro-batch `batch_id` counted (None if not noted); forgotten once asked."""
+    return _BATCH_WORDS.pop(batch_id, None)
+
+
+def by_reason(found: Counter[str]) -> dict[str, int]:
+    """A micro-batch's problems as the metrics' reasons (`oversize`, `csv_value`, ...)."""
+    kafka = {kind: found[kind] for kind in KAFKA}
+    return kafka | {f"csv_{reason}": found[CSV_PREFIX + reason] for reason in CSV}
 
 
 def since(now: Counter[str], before: Counter[str]) -> Counter[str]:

@@ -117,6 +117,13 @@ def kafka_lag(progress: Mapping[str, Any]) -> int | None:
     return sum(max(0, (p.latest or 0) - p.processed) for p in kafka_positions(progress))
 
 
+def state_keys(progress: Mapping[str, Any]) -> int | None:
+    """Keys in the totals' state after the micro-batch (its aggregation's `numRowsTotal`)."""
+    operators = progress.get("stateOperators") or []
+    rows = operators[0].get("numRowsTotal") if operators else None
+    return rows if type(rows) is int and rows >= 0 else None
+
+
 def batch_metrics(
     progress: Mapping[str, Any],
     batch_ms: int | None,
@@ -124,11 +131,13 @@ def batch_metrics(
     previous: Trigger | None,
     completed_ms: int,
     kafka: bool,
+    words: int | None = None,
 ) -> BatchMetrics:
     """The metrics record of one micro-batch's progress event.
 
     batch_ms: its timestamp in the offsets log (None: the trigger's start is used);
-    previous: the trigger of micro-batch `batchId - 1`, if this run saw it.
+    previous: the trigger of micro-batch `batchId - 1`, if this run saw it; words: what
+    the micro-batch counted (problems.batch_words), None if not known.
     """
     trigger = trigger_of(progress)
     rows = progress.get("numInputRows")
@@ -144,4 +153,6 @@ def batch_metrics(
         completed_ms=completed_ms,
         engine="structured",
         batch_id=int(progress["batchId"]),
+        words=words,
+        state_keys=state_keys(progress),
     )

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.output_errors import app_errors_in_one_line
+from streaming_app.common.prometheus import count_bad_values
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
@@ -173,12 +174,16 @@ class BatchSinks:
         )
 
     def _warn(self, batch_id: int, batch_ms: int) -> None:
-        """The micro-batch's Kafka values skipped or repaired and bad CSV rows, if any."""
+        """The micro-batch's Kafka values skipped or repaired and bad CSV rows, if any; the
+        words it counted and its bad values by reason for the metrics."""
         if self.accumulator is None:
             return
         now = Counter(self.accumulator.value)
         found = problems.since(now, self._problems)
         self._problems = now
+        if self.config.job != "keyed-sum":
+            problems.note_words(batch_id, found)
+        count_bad_values(problems.by_reason(found))
         if not found:
             return
         config = self.config

@@ -1,4 +1,6 @@
-"""The driver's Prometheus endpoint, both engines: the same numbers as the metrics file."""
+"""The driver's Prometheus endpoint, both engines: the same numbers as the metrics file,
+batch by batch (batches, records, words, the state's keys, processing time), and the words
+and keys those of the input."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def same_numbers(served: dict[str, float], batches: list[BatchMetrics]) -> bool:
         and served["streaming_app_last_batch_timestamp_seconds"] == batches[-1].batch_time_ms / 1000
         and served["streaming_app_batch_processing_seconds_sum"]
         == pytest.approx(sum((b.processing_ms or 0) / 1000 for b in batches))
+        and served["streaming_app_words_total"] == sum(b.words or 0 for b in batches)
+        and served["streaming_app_state_keys"] == batches[-1].state_keys
     )
 
 
@@ -80,12 +84,21 @@ def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
             after = recorded(metrics)
             lines = sum(len(t.splitlines()) for t in texts)
             counted = sum(b.records or 0 for b in before)
-            if before == after and counted == lines and same_numbers(served, before):
+            words = sum(b.words or 0 for b in before)
+            expected = truth(texts)
+            if (
+                before == after
+                and (counted, words) == (lines, sum(expected.values()))
+                and before[-1].state_keys == len(expected)
+                and same_numbers(served, before)
+            ):
                 break
             assert time.monotonic() < deadline, (served, before[-2:], after[-2:])
             time.sleep(0.3)
         compared += 1
     assert compared == 4
+    # Every batch's record says how many words it counted and the state's keys after it.
+    assert all(b.words is not None and b.state_keys is not None for b in recorded(metrics))
     assert served["streaming_app_records_total"] == sum(len(t.splitlines()) for t in texts)
     assert served["streaming_app_falling_behind"] == 0
     assert served["process_start_time_seconds"] > 0

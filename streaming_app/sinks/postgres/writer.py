@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from streaming_app.common.prometheus import timed
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import SinkSetupError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
@@ -239,7 +240,8 @@ class PostgresWriter:
             committing = False
             return written
 
-        written = self._run(f"writing batch_time_ms={batch_ms} to", write)
+        with timed("postgres"):
+            written = self._run(f"writing batch_time_ms={batch_ms} to", write)
         if in_doubt:
             log.warning(
                 "batch_time_ms=%d: the connection to PostgreSQL at %s (table %s) broke during "
@@ -272,6 +274,7 @@ class PostgresWriter:
             retry_on=(PostgresUnavailableError,),
             give_up_after=self.give_up_after,
             setting="postgres_give_up_after",
+            peer="postgres",
         )
 
     def _attempt(self, work: Callable[[Connection], T]) -> T:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from streaming_app.common.batch_time import take_batch
 from streaming_app.common.fs import FileSystem
+from streaming_app.common.prometheus import count_bad_values
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,
     OffsetLog,
@@ -118,6 +119,7 @@ def _take_stats(batch_ms: int) -> dict[str, int]:
 
 def _log_stats(batch_ms: int, counts: dict[str, int]) -> None:
     RUNTIME.totals.update(counts)
+    count_bad_values({k: counts.get(k, 0) for k in STAT_KEYS[1:]})
     skipped = {k: counts.get(k, 0) for k in STAT_KEYS[1:] if counts.get(k)}
     line = ", ".join(f"{k}={v}" for k, v in skipped.items())
     if skipped:

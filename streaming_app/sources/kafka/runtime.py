@@ -171,6 +171,7 @@ def broker_offsets(settings: KafkaSettings, want_committed: bool) -> BrokerOffse
             on_failure=reset_broker,
             give_up_after=RUNTIME.give_up_after,
             setting="kafka_give_up_after",
+            peer="kafka",
         )
     except PeerUnreachableError as exc:
         RUNTIME.gave_up = str(exc)

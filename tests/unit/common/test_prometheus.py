@@ -28,7 +28,9 @@ INFO = {
 }
 
 
-def batch(at_ms: int, records: int | None = 100, delay_ms: int = 0) -> BatchMetrics:
+def batch(
+    at_ms: int, records: int | None = 100, delay_ms: int = 0, words: int | None = None
+) -> BatchMetrics:
     return BatchMetrics(
         batch_time_ms=at_ms,
         batch_interval_ms=2000,
@@ -38,6 +40,8 @@ def batch(at_ms: int, records: int | None = 100, delay_ms: int = 0) -> BatchMetr
         total_delay_ms=delay_ms + 400,
         kafka_lag=7,
         completed_ms=at_ms + 450,
+        words=words,
+        state_keys=None if words is None else at_ms // 1000,
     )
 
 
@@ -60,7 +64,7 @@ def test_a_batch_counts_and_sets_every_series() -> None:
         False,
         [PartitionPosition("words", 0, 40, 45), PartitionPosition("words", 1, 9, None)],
     )
-    served.observe(batch(12_000, records=None), True)
+    served.observe(batch(12_000, records=None, words=250), True)
     got = samples(served)
     assert got[("streaming_app_batches_total", ())] == 2
     assert got[("streaming_app_records_total", ())] == 100  # an unknown count adds nothing
@@ -71,6 +75,8 @@ def test_a_batch_counts_and_sets_every_series() -> None:
     assert got[("streaming_app_batch_processing_seconds_sum", ())] == pytest.approx(0.8)
     assert got[("streaming_app_batch_scheduling_delay_seconds_bucket", (("le", "0.05"),))] == 2
     assert got[("streaming_app_falling_behind", ())] == 1
+    assert got[("streaming_app_words_total", ())] == 250  # an unknown count adds nothing
+    assert got[("streaming_app_state_keys", ())] == 12
     labels = (("partition", "0"), ("topic", "words"))
     assert got[("streaming_app_kafka_processed_offset", labels)] == 40
     assert got[("streaming_app_kafka_latest_offset", labels)] == 45
@@ -137,3 +143,50 @@ def test_an_operation_that_succeeds_is_timed_and_stamped_one_that_fails_is_not()
         stop_endpoint()
     with timed("snapshot"):  # no endpoint: nothing to do, no error
         pass
+
+
+def test_bad_values_and_retries_are_counted_by_label_from_zero() -> None:
+    from streaming_app.common.prometheus import count_bad_values, count_retry
+
+    count_bad_values({"oversize": 2})  # no endpoint: nothing to do, no error
+    count_retry("kafka")
+    served = start_endpoint("127.0.0.1", 0, {**INFO, "job": "keyed-sum"})
+    try:
+        before = samples(served)
+        # Every reason the run can report is there at 0, so increase() sees the first.
+        for reason in ("empty", "oversize", "replaced", "lost", "csv_columns", "csv_range"):
+            assert before[("streaming_app_bad_values_total", (("reason", reason),))] == 0
+        assert before[("streaming_app_retries_total", (("peer", "postgres"),))] == 0
+        count_bad_values({"oversize": 2, "csv_value": 1, "empty": 0})
+        count_bad_values({"oversize": 1})
+        count_retry("postgres")
+        got = samples(served)
+        assert got[("streaming_app_bad_values_total", (("reason", "oversize"),))] == 3
+        assert got[("streaming_app_bad_values_total", (("reason", "csv_value"),))] == 1
+        assert got[("streaming_app_bad_values_total", (("reason", "empty"),))] == 0
+        assert got[("streaming_app_retries_total", (("peer", "postgres"),))] == 1
+        assert got[("streaming_app_retries_total", (("peer", "kafka"),))] == 0
+    finally:
+        stop_endpoint()
+
+
+def test_a_retried_call_is_counted_under_its_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import streaming_app.common.retry as retry
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        calls = iter([OSError("refused"), OSError("refused"), "ok"])
+
+        def call() -> str:
+            outcome = next(calls)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        monkeypatch.setattr(retry, "BACKOFF_FIRST_SECONDS", 0.01)
+        assert retry.with_retries("reading", call, threading.Event(), peer="kafka") == "ok"
+        assert samples(served)[("streaming_app_retries_total", (("peer", "kafka"),))] == 2
+    finally:
+        stop_endpoint()

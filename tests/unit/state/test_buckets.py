@@ -17,6 +17,7 @@ from streaming_app.jobs.text import add_counts, update_count
 from streaming_app.state.buckets import (
     NO_BUCKET,
     Bucket,
+    added_of,
     batch_items,
     bucket_items,
     bucket_of,
@@ -134,6 +135,7 @@ def test_a_bucket_records_what_the_batch_changed_and_its_count_and_sum() -> None
     assert after is not None
     assert after.changed == {"a": 7, "c": 4}
     assert (after.keys, after.total) == (3, 12)
+    assert after.added == 6  # the batch's words, for the metrics
     assert after.top == [("a", 7), ("c", 4)]
     # The record pickles as a tuple through Spark and stays whole.
     assert pickle.loads(pickle.dumps(after)) == after
@@ -141,10 +143,25 @@ def test_a_bucket_records_what_the_batch_changed_and_its_count_and_sum() -> None
 
 def test_a_bucket_the_batch_does_not_touch_passes_through_unopened() -> None:
     # Bytes that do not unpack: merge_states would fail if it opened the bucket.
-    untouched = Bucket(b"not packed", {"x": 1}, [("x", 1)], 1, 1)
+    untouched = Bucket(b"not packed", {"x": 1}, [("x", 1)], 1, 1, 1)
     out = dict(merge_states([(1, untouched), (2, ({"y": 1},))], update_count, top_n=1))
-    assert out[1] == Bucket(b"not packed", None, [("x", 1)], 1, 1)
-    assert _totals(out[2]) == {"y": 1} and out[2].changed == {"y": 1}
+    assert out[1] == Bucket(b"not packed", None, [("x", 1)], 1, 1, None)
+    assert _totals(out[2]) == {"y": 1} and out[2].changed == {"y": 1} and out[2].added == 1
+
+
+def test_a_bucket_of_a_checkpoint_without_added_reads_as_adding_nothing() -> None:
+    # PySpark's namedtuple patch restores a record with the field names it was pickled
+    # with: a checkpoint of the version before `added` gives five-field tuples.
+    import collections
+
+    old = collections.namedtuple("Bucket", "packed changed top keys total")
+    record = old(pack({"x": 2}), {"x": 2}, None, 1, 2)
+    assert added_of(record) is None
+    assert merge_states([(1, record)], update_count) is not None
+    passed = dict(merge_states([(1, record)], update_count))[1]
+    assert passed == Bucket(record.packed, None, None, 1, 2) and added_of(passed) is None
+    merged = merge_bucket([{"x": 3}], record, update_count)  # type: ignore[arg-type]
+    assert merged is not None and (merged.total, merged.added) == (5, 3)
 
 
 def _ranked(totals: dict[str, Any], n: int) -> list[tuple[str, Any]]:

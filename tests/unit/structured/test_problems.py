@@ -56,11 +56,12 @@ def test_kafka_problems_go_to_the_accumulator_not_to_the_pairs() -> None:
     out = list(to_pairs(iter(batches), "wordcount", None, DEFAULT_TOKEN_PATTERN, True,
                         accumulator=found))  # fmt: skip
     assert _pairs(out) == [("a", 2), ("b", 2)]
-    assert found.value == {"oversize": 1, "replaced": 3}
+    # The words counted go to the accumulator too, for the metrics.
+    assert found.value == {"words": 4, "oversize": 1, "replaced": 3}
     to_pairs_again = to_pairs(iter(batches[1:2]), "wordcount", None, DEFAULT_TOKEN_PATTERN, True,
                               accumulator=found)  # fmt: skip
     assert list(to_pairs_again) == []
-    assert found.value == {"oversize": 2, "replaced": 5}
+    assert found.value == {"words": 4, "oversize": 2, "replaced": 5}
 
 
 def test_bad_csv_rows_and_inexact_sums_are_counted_by_reason() -> None:
@@ -90,3 +91,17 @@ def test_the_driver_warns_of_what_a_micro_batch_added_like_dstreams() -> None:
     ]
     assert problems.warnings(Counter(), now, "amount", "region") == []
     assert problems.since(now, now) == Counter()
+
+
+def test_a_micro_batchs_words_and_bad_values_reach_the_metrics_by_reason() -> None:
+    found = Counter({"words": 7, "oversize": 2, "csv-value": 1})
+    assert problems.by_reason(found) == {
+        "empty": 0, "oversize": 2, "replaced": 0, "lost": 0,
+        "csv_columns": 0, "csv_value": 1, "csv_key": 0, "csv_range": 0,
+    }  # fmt: skip
+    problems.note_words(41, found)
+    problems.note_words(42, Counter())  # a micro-batch without words counted 0 of them
+    assert (problems.batch_words(41), problems.batch_words(42)) == (7, 0)
+    assert problems.batch_words(41) is None  # forgotten once asked
+    # Nothing but problems is warned of: the words are no problem.
+    assert problems.warnings(Counter({"words": 7}), found, "amount", "region") == []

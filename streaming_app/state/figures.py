@@ -1,0 +1,53 @@
+"""The state's figures after each batch, for the metrics: how many keys, and the words the
+batch added (the word count; the keyed sums add values, not words, and report keys only).
+
+Driver side, DStream engine. `note_state` is an output operation of the graph: it reads
+the batch's digest (state/view.py), which the sinks have usually collected already (the
+files and postgres sinks' changed totals, the console's top), so it costs no job then;
+otherwise one small job of the buckets' counts. It runs only while a metrics file or a
+Prometheus endpoint asks (`want_state_figures`), and only with state buckets: one record
+per key (state_buckets = 0) would need a scan of the whole state every batch. The batch's
+listener takes the figures by batch time (`state_figures`) into its metrics record. A
+checkpoint made before this operation existed recovers a graph without it: its records
+say null.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from streaming_app.common.batch_time import epoch_ms
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+    from streaming_app.state.view import StateView
+
+# batch time -> (keys, words added or None); bounded like the Kafka source's figures.
+_FIGURES: dict[int, tuple[int, int | None]] = {}
+_MAX_FIGURES = 10_000
+_WANTED = [False]
+
+
+def want_state_figures(wanted: bool) -> None:
+    """Whether this driver process notes the state's figures (a metrics file or endpoint)."""
+    _WANTED[0] = wanted
+
+
+def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView, words: bool) -> None:
+    """Output operation: keep the batch's state keys (and, with `words`, the words it
+    added) for its metrics record."""
+    if not (_WANTED[0] and view.bucketed):
+        return
+    digest = view.digest(rdd)
+    added = (digest.added or 0) if words else None
+    _FIGURES[epoch_ms(batch_time)] = (digest.keys, added)
+    while len(_FIGURES) > _MAX_FIGURES:
+        del _FIGURES[min(_FIGURES)]
+
+
+def state_figures(batch_ms: int) -> tuple[int | None, int | None]:
+    """The state's keys and the words a batch added ((None, None) if not noted); forgotten
+    once asked."""
+    return _FIGURES.pop(batch_ms, (None, None))
