@@ -25,8 +25,13 @@ def served_series() -> set[str]:
     served = Endpoint({"version": "v", "engine": "e", "job": "j", "source": "s", "sinks": "k"})
     text = generate_latest(served.registry).decode()
     names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
-    # Labelled series have no sample before their first batch: their TYPE line names them.
-    names |= {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    # Labelled series have no sample before their first batch: their TYPE line names them
+    # (and a histogram's samples are its _bucket, _sum and _count).
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            suffixes = ("_bucket", "_sum", "_count") if kind == "histogram" else ("",)
+            names |= {name + suffix for suffix in suffixes}
     return names | {"up"}
 
 
