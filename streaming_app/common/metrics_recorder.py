@@ -59,6 +59,7 @@ class MetricsRecorder:
         self.progress = progress
         self.delays: deque[int] = deque(maxlen=GROWTH_WINDOW)
         self.warned = False
+        self.over = 0  # structured: micro-batches in a row that took longer than the interval
         # Batches up to this time (epoch ms) replay a recovered run's missed intervals.
         self.replay_until_ms: int | None = None
         self._lock = threading.Lock()
@@ -82,25 +83,52 @@ class MetricsRecorder:
                     log.debug("could not update the Prometheus metrics", exc_info=True)
 
     def _watch(self, batch: BatchMetrics) -> None:
+        if batch.engine == "structured":
+            self._watch_micro_batch(batch)
+            return
         if batch.scheduling_delay_ms is None:
             return
         if self.replay_until_ms is not None and batch.batch_time_ms <= self.replay_until_ms:
             return  # queued at the restart all at once: catch-up, not a job that falls behind
         self.delays.append(batch.scheduling_delay_ms)
-        growing = delay_growing(list(self.delays), batch.batch_interval_ms, GROWTH_WINDOW)
-        if growing and not self.warned:
+        interval = batch.batch_interval_ms / 1000
+        self._behind(
+            delay_growing(list(self.delays), batch.batch_interval_ms, GROWTH_WINDOW),
+            batch.scheduling_delay_ms <= batch.batch_interval_ms,
+            f"scheduling delay grew for {GROWTH_WINDOW} batches in a row to "
+            f"{batch.scheduling_delay_ms / 1000:.1f} s (batch interval {interval:.1f} s)",
+            "scheduling delay is back under one batch interval",
+        )
+
+    def _watch_micro_batch(self, batch: BatchMetrics) -> None:
+        """Spark queues no micro-batches: one that cannot keep up takes longer than the
+        interval, every time (and the next starts at once, late). GROWTH_WINDOW of them in
+        a row are falling behind; one within the interval is keeping up."""
+        if batch.processing_ms is None:
+            return
+        over = batch.processing_ms > batch.batch_interval_ms
+        self.over = self.over + 1 if over else 0
+        interval = batch.batch_interval_ms / 1000
+        self._behind(
+            self.over >= GROWTH_WINDOW,
+            not over,
+            f"{GROWTH_WINDOW} micro-batches in a row took longer than the trigger interval "
+            f"({batch.processing_ms / 1000:.1f} s, interval {interval:.1f} s)",
+            "a micro-batch took less than the trigger interval again",
+        )
+
+    def _behind(self, behind: bool, keeping_up: bool, why: str, back: str) -> None:
+        """Warn once when the job falls behind, and say once when it keeps up again."""
+        if behind and not self.warned:
             self.warned = True
             log.warning(
-                "scheduling delay grew for %d batches in a row to %.1f s (batch interval "
-                "%.1f s): the job cannot keep up with its input. Lower max_rate_per_partition "
+                "%s: the job cannot keep up with its input. Lower max_rate_per_partition "
                 "(Kafka), add cores or raise the batch interval",
-                GROWTH_WINDOW,
-                batch.scheduling_delay_ms / 1000,
-                batch.batch_interval_ms / 1000,
+                why,
             )
-        elif self.warned and batch.scheduling_delay_ms <= batch.batch_interval_ms:
+        elif self.warned and keeping_up:
             self.warned = False
-            log.info("scheduling delay is back under one batch interval: the job keeps up")
+            log.info("%s: the job keeps up", back)
 
     def _append(self, batch: BatchMetrics) -> None:
         assert self.metrics_file is not None

@@ -249,3 +249,27 @@ def test_a_block_dropped_at_the_stop_is_said_plainly() -> None:
     line = receiver_warning("SocketReceiver-0", "Error in block pushing thread", trace)
     assert "last block interval before the stop were not stored" in line
     assert "Exception" not in line and "retrying" not in line
+
+
+def test_micro_batches_over_the_interval_five_in_a_row_are_falling_behind(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Spark queues no micro-batches, so their delay never grows: processing over the
+    # interval, every time, is the structured engine's falling behind.
+    recorder = MetricsRecorder(None, progress=False)
+
+    def micro_batch(n: int, processing_ms: int) -> BatchMetrics:
+        return BatchMetrics(T0 + n * 2000, 2000, 10, processing_ms, 300, processing_ms + 300,
+                            None, T0 + n * 2000 + processing_ms, engine="structured")  # fmt: skip
+
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
+        for n, took in enumerate([2500, 2600, 2400, 2700, 1900, 2100, 2200, 2300, 2400]):
+            recorder.record(micro_batch(n, took))
+        assert "cannot keep up" not in caplog.text and not recorder.warned  # 4 in a row
+        recorder.record(micro_batch(9, 2500))
+        assert caplog.text.count("cannot keep up") == 1 and recorder.warned
+        assert "5 micro-batches in a row took longer than the trigger interval" in caplog.text
+        recorder.record(micro_batch(10, 3000))
+        recorder.record(micro_batch(11, 800))
+        assert "the trigger interval again: the job keeps up" in caplog.text
+    assert caplog.text.count("cannot keep up") == 1 and not recorder.warned
