@@ -11,6 +11,12 @@ links; the driver's RPC file server, which Spark does not protect, for every fil
 driver's UI lists; the driver UI's environment. A capture of the bridge throughout holds
 no input word (long random tokens) and no secret; no process's command line holds the
 secret, nor does any file the run leaves.
+
+The driver's Prometheus endpoint listens on the driver's address (issue 40, item 6): a real
+Prometheus on the intruder's host scrapes it (metrics are not secret; a host without the
+secret may read them), and neither the text it scraped nor the labels and values it stored
+hold the secret or the passwords the driver was given. Left at its default address
+(127.0.0.1), the endpoint refuses another host.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from streaming_app.tools.processes import stop_group
 from tests.integration.cluster_helpers import ROOT, SPARK_HOME, SubmittedApp
 from tests.integration.cluster_hosts import MASTER_PORT, WORKER_UI_PORT, HostCluster
 from tests.integration.conftest import files_args
@@ -42,6 +49,7 @@ from tests.integration.harness import drop_file, truth, wait_for_totals
 from tests.integration.intruder import parse_kill_forms
 from tests.integration.netns import Host, Network, pick_subnet, root_networks, worker_number
 from tests.integration.pg_helpers import ci
+from tests.integration.prometheus_server import JOB, Prometheus
 from tests.integration.test_cluster_partition import pids_on
 from tests.secrets_scan import find_secrets
 
@@ -50,6 +58,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(480)]  # 2-3 minutes when
 REST_PORT = 6066  # the master's REST submission server, were it on
 DRIVER_PORT = {"dstream": 7101, "structured": 7102}  # the driver's RPC (and file) server
 UI_PORT = {"dstream": 4041, "structured": 4042}
+METRICS_PORT = {"dstream": 9108, "structured": 9109, "default": 9110}  # the driver's /metrics
 STARTED = {
     "dstream": r"Started new streaming context",
     "structured": r"Started new query id=\S+ on checkpoint",
@@ -259,8 +268,9 @@ class Intruder:
         return json.loads(done.stdout.splitlines()[-1])
 
 
-def engine_args(engine: str, dirs: dict[str, Path]) -> list[str]:
-    """The app's command line: files source and sink on the shared file system, the UI on."""
+def engine_args(engine: str, dirs: dict[str, Path], driver: str) -> list[str]:
+    """The app's command line: files source and sink on the shared file system, the UI on,
+    the Prometheus endpoint on the driver's address."""
     extra = ["--engine", engine] if engine == "structured" else []
     return [
         *extra,
@@ -270,6 +280,7 @@ def engine_args(engine: str, dirs: dict[str, Path]) -> list[str]:
             "--batch-interval", "4", "--checkpoint-interval", "8", "--snapshot-interval", "20",
             "--spark-conf", "spark.ui.enabled=true",
             "--spark-conf", f"spark.ui.port={UI_PORT[engine]}",
+            "--metrics-port", str(METRICS_PORT[engine]), "--metrics-host", driver,
         ),
     ]  # fmt: skip
 
@@ -280,6 +291,43 @@ def served_paths(environment: Any) -> list[str]:
     for _key, value in environment.get("sparkProperties", []):
         entries += value.split(",")
     return sorted(set(re.findall(r"spark://[^/\s,]+/((?:files|jars)/[^\s,]+)", " ".join(entries))))
+
+
+def scrape_checks(
+    prometheus: Prometheus, intruder: Intruder, metrics_url: str, texts: list[str], workdir: Path
+) -> dict[str, Any]:
+    """What Prometheus (on the intruder's host) holds of the driver's job once it has seen
+    every line read so far; the endpoint's text, fetched from that host, and every series
+    Prometheus stored are saved under workdir/scraped for the secrets scan."""
+    saved = workdir / "scraped"
+    saved.mkdir()
+    lines = sum(len(t.splitlines()) for t in texts)
+    job = f'{{job="{JOB}"}}'
+    prometheus.wait_ready()
+    waited = prometheus.until(
+        lambda: prometheus.value(f"streaming_app_records_total{job}") == lines,
+        f"Prometheus sees the {lines} lines read",
+        60,
+    )
+    got = intruder.now("http", "GET", metrics_url, "--save", str(saved / "metrics.txt"))
+    assert got.get("status") == 200, got
+    stored = prometheus.api("query", query=job)
+    (saved / "series.json").write_text(json.dumps(stored))
+    (info,) = [
+        series["metric"]
+        for series in stored["result"]
+        if series["metric"]["__name__"] == "streaming_app_info"
+    ]
+    return {
+        "waited_s": round(waited, 1),
+        "up": prometheus.value(f"up{job}"),
+        "batches": prometheus.value(f"streaming_app_batches_total{job}"),
+        "records": prometheus.value(f"streaming_app_records_total{job}"),
+        "info": info,
+        "instance": info["instance"],
+        "series": len(stored["result"]),
+        "text_bytes": (saved / "metrics.txt").stat().st_size,
+    }
 
 
 @pytest.mark.parametrize("engine", ["dstream", "structured"])
@@ -302,6 +350,15 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
         texts.append("".join(f"{line}\n" for line in lines))
         drop_file(dirs["input"], name, texts[-1].encode())
 
+    metrics_url = f"http://{driver}:{METRICS_PORT[engine]}/metrics"
+    # Settings the files source and sink do not use: were any value to reach the metrics.
+    passwords = {name: secrets.token_hex(16) for name in ("sasl_plain_password", "ssl_password")}
+    # (g): Prometheus on the intruder's host (stopped by its PID in the `finally` below; by
+    # the network at the end, whatever happens before that).
+    prometheus = Prometheus(
+        tmp_path / "prometheus", f"{driver}:{METRICS_PORT[engine]}", rules=None,
+        host=hosts["intruder"],
+    )  # fmt: skip
     capture = Capture(site.network, tmp_path / "bridge.pcap")
     command_lines = CommandLines(secret)
     command_lines.start()
@@ -314,7 +371,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     ]  # fmt: skip
     app = SubmittedApp(
         submit_args,
-        engine_args(engine, dirs),
+        engine_args(engine, dirs, driver),
         tmp_path,
         "submit",
         on=hosts["driver"],
@@ -322,6 +379,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
         env={
             "SPARK_CONF_DIR": str(ROOT / "conf" / "secure"),
             "STREAMING_APP_SPARK_SECRET_FILE": str(site.secret_file),
+            **{f"STREAMING_APP_{name.upper()}": value for name, value in passwords.items()},
         },
     )
     intruder = Intruder(hosts["intruder"], tmp_path)
@@ -391,12 +449,15 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             jobs_file = tmp_path / "jobs.json"
             jobs_api = f"{driver_ui}/api/v1/applications/{app_id}/jobs"
             assert intruder.now("http", "GET", jobs_api, "--save", str(jobs_file))["status"] == 200
+            # (g): what Prometheus scraped from the driver's endpoint, and the text itself.
+            scraped = scrape_checks(prometheus, intruder, metrics_url, texts, tmp_path)
             assert app.terminate(timeout=150) == 0, app.log()[-4000:]
     finally:
         app.stop_if_running()
         for proc, _out in intruder.started.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+        prometheus.stop()
         command_lines.stop()
         pcap = capture.stop()
 
@@ -408,6 +469,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
         "master kill": master_kill,
         "kill links": kills,
         "fetched": fetched,
+        "prometheus": scraped,
     }
     print(json.dumps(outcome, indent=1, default=str))
 
@@ -445,6 +507,13 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # Spark's file server hands out what the app added (the code) to anyone, nothing else.
     assert all("error" in fetched[path] for path in guesses), fetched
     assert find_secrets([environment_file, page_file, seen_dir, fetched_dir], [secret]) == []
+    # (g): the driver's series, scraped from another host, with the app's values; neither
+    # the text nor any label or value Prometheus stored holds the secret or a password.
+    assert scraped["up"] == 1 and scraped["batches"] > 0, scraped
+    assert scraped["records"] == sum(len(t.splitlines()) for t in texts), scraped
+    assert scraped["info"]["engine"] == engine, scraped
+    assert scraped["instance"] == f"{driver}:{METRICS_PORT[engine]}", scraped
+    assert find_secrets([tmp_path / "scraped"], [secret, *passwords.values()]) == []
     # (f): nothing readable on the wire; the capture did see the intruder's plain HTTP.
     # It saw the intruder's plain HTTP, and the Spark RPC of the driver and of the master
     # (the executor fetched the app's code from the driver: most of a megabyte). The
@@ -464,6 +533,49 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # Nothing the test started on the driver's or the intruder's host runs on.
     running = {name: pids_on(hosts[name]) for name in ("driver", "intruder")}
     assert not any(running.values()), running
+
+
+# Run on a host: the app's endpoint as `run` starts it (lifecycle.metrics_endpoint), every
+# setting at its default but metrics_port (argv[1]); serves until stopped.
+_DEFAULT_ENDPOINT = """
+import sys, time
+from streaming_app.lifecycle.metrics_endpoint import serving_metrics
+from streaming_app.settings.loading import load_config
+config = load_config(env={}, cli={"metrics_port": sys.argv[1]})
+with serving_metrics(config):
+    print(f"serving on {config.metrics_host}", flush=True)
+    time.sleep(300)
+"""
+
+
+def test_the_endpoint_on_its_default_address_refuses_another_host(
+    site: Site, tmp_path: Path
+) -> None:
+    """metrics_host unset: 127.0.0.1 of the driver's host, so the intruder's host is refused
+    (as is the driver's own network address), while loopback on the driver's host serves."""
+    driver, port = site.hosts["driver"], METRICS_PORT["default"]
+    out = tmp_path / "endpoint.out"
+    with open(out, "wb") as handle:
+        proc = driver.popen(
+            [sys.executable, "-c", _DEFAULT_ENDPOINT, str(port)],
+            stdout=handle, stderr=subprocess.STDOUT, env=intruder_env(tmp_path), cwd=ROOT,
+        )  # fmt: skip
+    try:
+        driver.wait_for_port("127.0.0.1", port)
+        local = Intruder(driver, tmp_path).now(
+            "http", "GET", f"http://127.0.0.1:{port}/metrics", "--save", str(tmp_path / "m.txt")
+        )
+        own_address = Intruder(driver, tmp_path).now("connect", driver.address, str(port))
+        other_host = Intruder(site.hosts["intruder"], tmp_path).now(
+            "connect", driver.address, str(port)
+        )
+    finally:
+        stop_group(proc, grace=10)
+    assert out.read_text().strip() == "serving on 127.0.0.1", out.read_text()
+    assert local["status"] == 200, local
+    assert "streaming_app_batches_total 0.0" in (tmp_path / "m.txt").read_text()
+    assert own_address == {"connect": "refused"}, own_address
+    assert other_host == {"connect": "refused"}, other_host
 
 
 # A kill link of the driver's jobs page (Spark 4.3.0, spark.ui.killEnabled true).

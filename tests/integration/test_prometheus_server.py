@@ -4,95 +4,22 @@ fires after a kill -9 and clears when supervise brings the driver back."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import subprocess
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streaming_app.tools.processes import stop_group
-from tests.binaries import require
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, free_port, make_text, truth, wait_for_totals
+from tests.integration.prometheus_server import SCRAPE_S, Prometheus
 from tests.unit.test_alert_rules import dashboard_exprs
 
 pytestmark = pytest.mark.timeout(420)
-
-RULES = Path(__file__).resolve().parents[2] / "conf" / "prometheus" / "alerts.yml"
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-SCRAPE_S = 1  # the test's scrape and evaluation interval
-
-
-class Prometheus:
-    """A Prometheus server on 127.0.0.1 scraping one target, with the repository's rules."""
-
-    def __init__(self, workdir: Path, target: str) -> None:
-        binary = require("prometheus", "Debian: apt-get install prometheus")
-        workdir.mkdir()
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            f"global: {{scrape_interval: {SCRAPE_S}s, evaluation_interval: {SCRAPE_S}s}}\n"
-            f"rule_files: [{json.dumps(str(RULES))}]\n"
-            "scrape_configs:\n"
-            "  - job_name: streaming-app\n"
-            f"    static_configs: [{{targets: [{json.dumps(target)}]}}]\n"
-        )
-        self.port = free_port()
-        self.log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(
-            [
-                binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-
-    def wait_ready(self) -> None:
-        """Return once the server answers its API."""
-        self.until(lambda: self.api("status/runtimeinfo") is not None, "Prometheus up", 60)
-
-    def api(self, path: str, **params: str) -> Any:
-        """The `data` of an API call, None if the server does not answer yet."""
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}{query}"
-        try:
-            with _LOOPBACK.open(url, timeout=5) as response:
-                return json.load(response)["data"]
-        except OSError:
-            return None
-
-    def value(self, expr: str) -> float | None:
-        """The one value of an instant query, None if it has none."""
-        data = self.api("query", query=expr) or {}
-        result = data.get("result") or []
-        return float(result[0]["value"][1]) if len(result) == 1 else None
-
-    def firing(self, name: str) -> bool:
-        """Whether alert `name` fires now."""
-        alerts = (self.api("alerts") or {}).get("alerts") or []
-        return any(a["labels"]["alertname"] == name and a["state"] == "firing" for a in alerts)
-
-    def until(self, check: Callable[[], bool], what: str, timeout: float) -> float:
-        """Poll `check` until it holds; the seconds it took."""
-        started = time.monotonic()
-        while not check():
-            assert self.proc.poll() is None, f"Prometheus exited; its log: {self.log.name}"
-            assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
-            time.sleep(0.2)
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        stop_group(self.proc, grace=10)
-        self.log.close()
 
 
 @pytest.fixture
