@@ -18,6 +18,7 @@ from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import AppConfig, is_local_path
 from streaming_app.sources.kafka.client import KafkaConnection, bootstrap_addresses
+from streaming_app.sources.kafka.sasl import check_sasl_credentials
 from streaming_app.sources.kafka.tls import check_broker_certificate, check_tls_files
 
 log = logging.getLogger(__name__)
@@ -103,13 +104,14 @@ def check_checkpoint_location(config: AppConfig, master: str, default_fs: str) -
 
 
 def check_paths(config: AppConfig) -> None:
-    """The directories a run writes or reads, its metrics file, the Kafka TLS files and
-    the certificate of a broker that answers (ConfigError, exit 2); Kafka's first, so that
-    a mistake there writes nothing."""
+    """The directories a run writes or reads, its metrics file, the Kafka TLS files, the
+    certificate of a broker that answers and whether it takes the SASL credentials
+    (ConfigError, exit 2); Kafka's first, so that a mistake there writes nothing."""
     if config.source == "kafka":
         connection = KafkaConnection.from_config(config)
         check_tls_files(connection)
         check_broker_certificate(connection, bootstrap_addresses(connection))
+        check_sasl_credentials(connection, bootstrap_addresses(connection))
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from streaming_app.sources.kafka.offsets import BrokerOffsets, TopicPartition
+from streaming_app.sources.kafka.sasl import check_sasl_credentials
 from streaming_app.sources.kafka.tls import check_broker_certificate
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,11 @@ class Broker:
         if group_id is not None and group_id in self._group_consumers:
             return self._group_consumers[group_id]
         check_reachable(self.connection)
-        # A broker certificate the settings reject: one line naming them (exit 2), not
-        # kafka-python's silent retries until kafka_give_up_after.
-        check_broker_certificate(self.connection, bootstrap_addresses(self.connection))
+        # A broker certificate or SASL credentials the settings get wrong: one line naming
+        # them (exit 2), not kafka-python's silent retries until kafka_give_up_after.
+        servers = bootstrap_addresses(self.connection)
+        check_broker_certificate(self.connection, servers)
+        check_sasl_credentials(self.connection, servers)
         consumer = new_consumer(
             **self.connection.kafka_kwargs(),
             client_id=self.client_id,

@@ -1,0 +1,169 @@
+"""The Kafka client's SASL credentials, checked with the brokers on the driver.
+
+kafka-python takes a broker's SASL_AUTHENTICATION_FAILED during bootstrap for a broker
+not ready: it tries again until bootstrap_timeout_ms, then raises KafkaTimeoutError
+("Unable to bootstrap"), which the app retries until kafka_give_up_after, exits 1, and
+a supervisor restarts for ever. Checked here, before Spark starts and whenever the
+driver connects again, a user name or password the broker refuses, or a mechanism it
+does not enable, is one line that names the settings (exit 2). The check is one SASL
+exchange with the first bootstrap server that answers, as kafka-python makes it
+(SaslHandshake v1, then SaslAuthenticate v0 with PLAIN's token or SCRAM's messages,
+RFC 5802/7677); anything else (no server up, a broken exchange, another error) is left
+to kafka-python and the app's retries.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import socket
+import struct
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from streaming_app.errors import ConfigError
+from streaming_app.sources.kafka.tls import TLS_PROTOCOLS, client_context
+
+if TYPE_CHECKING:
+    from streaming_app.sources.kafka.client import KafkaConnection
+
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
+_CLIENT_ID = b"streaming-app"
+
+
+class _RefusedError(Exception):
+    """The broker answered the exchange with an error code."""
+
+    def __init__(self, code: int, mechanisms: list[str] | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.mechanisms = mechanisms or []
+
+
+class _Exchange:
+    """Requests and responses on one connection (request header v1, not flexible)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.correlation_id = 0
+
+    def _recv(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return data
+
+    def request(self, api_key: int, body: bytes, version: int) -> bytes:
+        """Send one request; the response's body (after the correlation id)."""
+        self.correlation_id += 1
+        header = struct.pack(">hhih", api_key, version, self.correlation_id, len(_CLIENT_ID))
+        payload = header + _CLIENT_ID + body
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", self._recv(4))
+        answer = self._recv(size)
+        if struct.unpack(">i", answer[:4])[0] != self.correlation_id:
+            raise ConnectionError("the broker answered another request")
+        return answer[4:]
+
+    def handshake(self, mechanism: str) -> None:
+        """SaslHandshake v1; _RefusedError with the broker's mechanisms if it fails."""
+        name = mechanism.encode("utf-8")
+        answer = self.request(SASL_HANDSHAKE, struct.pack(">h", len(name)) + name, 1)
+        error, count = struct.unpack(">hi", answer[:6])
+        mechanisms, pos = [], 6
+        for _ in range(count):
+            (size,) = struct.unpack(">h", answer[pos : pos + 2])
+            mechanisms.append(answer[pos + 2 : pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+        if error:
+            raise _RefusedError(error, mechanisms)
+
+    def authenticate(self, token: bytes) -> bytes:
+        """One SaslAuthenticate v0 round: the broker's token; _RefusedError on an error."""
+        answer = self.request(SASL_AUTHENTICATE, struct.pack(">i", len(token)) + token, 0)
+        (error,) = struct.unpack(">h", answer[:2])
+        if error:
+            raise _RefusedError(error)
+        (message_size,) = struct.unpack(">h", answer[2:4])
+        pos = 4 + max(0, message_size)
+        (size,) = struct.unpack(">i", answer[pos : pos + 4])
+        return answer[pos + 4 : pos + 4 + size]
+
+
+def _saslname(user: str) -> str:
+    return user.replace("=", "=3D").replace(",", "=2C")
+
+
+def scram_exchange(
+    exchange: _Exchange, mechanism: str, user: str, password: str, nonce: str | None = None
+) -> None:
+    """SCRAM's client side (RFC 5802): client-first, then the proof of the password."""
+    name = _HASHES[mechanism]
+    first_bare = f"n={_saslname(user)},r={nonce or secrets.token_urlsafe(18)}"
+    server_first = exchange.authenticate(f"n,,{first_bare}".encode()).decode("utf-8")
+    attributes = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        name, password.encode("utf-8"), base64.b64decode(attributes["s"]), int(attributes["i"])
+    )
+    without_proof = f"c=biws,r={attributes['r']}"
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    stored_key = hashlib.new(name, client_key).digest()
+    signature = hmac.new(stored_key, auth_message, name).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    exchange.authenticate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+
+
+def _login(exchange: _Exchange, connection: KafkaConnection) -> None:
+    mechanism = (connection.sasl_mechanism or "").upper()
+    user, password = connection.sasl_plain_username or "", connection.sasl_plain_password or ""
+    exchange.handshake(mechanism)
+    if mechanism == "PLAIN":
+        exchange.authenticate(b"\0" + user.encode("utf-8") + b"\0" + password.encode("utf-8"))
+    elif mechanism in _HASHES:
+        scram_exchange(exchange, mechanism, user, password)
+
+
+def check_sasl_credentials(
+    connection: KafkaConnection, servers: Iterable[tuple[str, int]], timeout: float = 5.0
+) -> None:
+    """Raise ConfigError (exit 2) if the first bootstrap server that answers refuses the
+    SASL user and password, or the mechanism; nothing to check without SASL."""
+    protocol = connection.security_protocol.upper()
+    if protocol not in SASL_PROTOCOLS or not connection.sasl_mechanism:
+        return
+    context = client_context(connection) if protocol in TLS_PROTOCOLS else None
+    for host, port in servers:
+        try:
+            with socket.create_connection((host, port), timeout=timeout) as raw:
+                sock = context.wrap_socket(raw, server_hostname=host) if context else raw
+                with sock:
+                    _login(_Exchange(sock), connection)
+                return
+        except _RefusedError as refused:
+            if refused.code in (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED):
+                raise _refusal(connection, f"{host}:{port}", refused) from None
+            return  # another error: kafka-python's to report
+        except (OSError, ValueError, KeyError, struct.error):
+            continue  # not up, or an exchange this check does not follow: kafka-python's
+
+
+def _refusal(connection: KafkaConnection, server: str, refused: _RefusedError) -> ConfigError:
+    mechanism = (connection.sasl_mechanism or "").upper()
+    if refused.code == UNSUPPORTED_SASL_MECHANISM:
+        return ConfigError(
+            f"sasl_mechanism: the Kafka broker at {server} does not enable {mechanism} "
+            f"(it enables {', '.join(refused.mechanisms) or 'none'})"
+        )
+    return ConfigError(
+        f"sasl_plain_username, sasl_plain_password: the Kafka broker at {server} refused "
+        f"user {connection.sasl_plain_username!r} with this password ({mechanism})"
+    )
