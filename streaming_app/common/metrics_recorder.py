@@ -82,6 +82,16 @@ class MetricsRecorder:
                 except Exception:  # never break the stream over a metric
                     log.debug("could not update the Prometheus metrics", exc_info=True)
 
+    def idle(self) -> None:
+        """A trigger found no new input (the structured engine): whatever fell behind has
+        caught up, though no micro-batch ran to say so."""
+        with self._lock:
+            self.over = 0
+            self._behind(False, True, "", "no new input")
+            served = endpoint()
+            if served is not None:
+                served.falling_behind.set(0)
+
     def _watch(self, batch: BatchMetrics) -> None:
         if batch.engine == "structured":
             self._watch_micro_batch(batch)

@@ -76,7 +76,12 @@ class ProgressListener(StreamingQueryListener):
         self.recorder.record(record, partitions)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        """No new input: no micro-batch ran, nothing to record."""
+        """No new input: no micro-batch ran, nothing to record; a job that fell behind has
+        caught up."""
+        try:
+            self.recorder.idle()
+        except Exception:  # a listener must never break the stream
+            log.debug("could not note an idle trigger", exc_info=True)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         """run.py reports how the query ended."""

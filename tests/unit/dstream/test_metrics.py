@@ -273,3 +273,17 @@ def test_micro_batches_over_the_interval_five_in_a_row_are_falling_behind(
         recorder.record(micro_batch(11, 800))
         assert "the trigger interval again: the job keeps up" in caplog.text
     assert caplog.text.count("cannot keep up") == 1 and not recorder.warned
+
+
+def test_an_idle_trigger_clears_falling_behind(caplog: pytest.LogCaptureFixture) -> None:
+    # After the input stops, the structured engine runs no micro-batch that could say the
+    # job keeps up: the idle trigger does.
+    recorder = MetricsRecorder(None, progress=False)
+    for n in range(5):
+        recorder.record(BatchMetrics(T0 + n * 2000, 2000, 10, 2500, 300, 2800, None,
+                                     T0 + n * 2000 + 2500, engine="structured"))  # fmt: skip
+    assert recorder.warned
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
+        recorder.idle()
+        recorder.idle()
+    assert not recorder.warned and caplog.text.count("no new input: the job keeps up") == 1
