@@ -1,0 +1,133 @@
+"""StreamingAppFallingBehind against a real Prometheus server (Debian's `prometheus`), both
+engines: it fires while the input outruns the app and resolves once the app has caught up,
+and the totals stay exact.
+
+Files arrive every half interval, each more than the app can count in one, until the app
+says it cannot keep up; then no more arrive. The rules are the repository's, with the
+alert's `for:` cut from 2 m to FOR_S seconds (the expression unchanged), so a CI run
+does not have to keep the app behind for minutes."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, truth, wait_for_totals
+from tests.integration.prometheus_server import RULES, SCRAPE_S, Prometheus
+
+pytestmark = pytest.mark.timeout(420)
+
+ALERT = "StreamingAppFallingBehind"
+FOR_S = 10
+# A file of 40,000 lines over a vocabulary of 200,000 words every quarter second: a batch
+# changes most of the 200,000 totals (each collected and written by the files sink),
+# which takes the app some 1.6 s on two cores (80,000 lines took 0.85 s, 2026-11-27).
+# Plain English text it counts at 400,000 lines a second: more than a test can write.
+LINES = 40_000
+# The structured engine writes a base of every total (and a snapshot) in each
+# micro-batch that takes longer than their intervals: 200,000 of them take it 10 s a
+# micro-batch. 60,000 words: some 2 s, once a base is due in every micro-batch.
+VOCABULARY = {"dstream": 200_000, "structured": 60_000}
+BLOCKS = 4  # files repeat these, in turn
+EVERY_S = 0.25
+BEHIND = r"the job cannot keep up with its input"
+CAUGHT_UP = r"the job keeps up"
+
+
+def rules_with_short_for(directory: Path) -> Path:
+    """The repository's alert rules with ALERT's `for:` set to FOR_S seconds."""
+    text = RULES.read_text("utf-8")
+    start = text.index(f"- alert: {ALERT}")
+    before, rule = text[:start], text[start:]
+    rule, count = re.subn(r"for: \S+", f"for: {FOR_S}s", rule, count=1)
+    assert count == 1, "the rule has a `for:`"
+    path = directory / "alerts.yml"
+    path.write_text(before + rule, "utf-8")
+    return path
+
+
+@pytest.fixture
+def prometheus_for(tmp_path: Path) -> Iterator[Any]:
+    """Start a Prometheus scraping a target with the shortened rules; stopped at the end."""
+    started: list[Prometheus] = []
+
+    def start(target: str) -> Prometheus:
+        rules = rules_with_short_for(tmp_path)
+        server = Prometheus(tmp_path / "prometheus", target, rules=rules)
+        started.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
+def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_resolves_after(
+    dirs: dict[str, Path], start_app: Any, prometheus_for: Any, engine: str
+) -> None:
+    rng = random.Random(41)
+    app = start_app(
+        *files_args(dirs, "--engine", engine),
+        "--batch-interval", "1", "--checkpoint-interval", "10", "--metrics-port", "0",
+    )  # fmt: skip
+    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    prometheus = prometheus_for(f"127.0.0.1:{port}")
+    prometheus.until(lambda: prometheus.value('up{job="streaming-app"}') == 1, "scraped", 60)
+
+    blocks = [
+        "".join(
+            " ".join(f"w{rng.randrange(VOCABULARY[engine])}" for _ in range(8)) + "\n"
+            for _ in range(LINES)
+        )
+        for _ in range(BLOCKS)
+    ]
+    data = [block.encode() for block in blocks]
+    dropped = [0]
+    stop = threading.Event()
+
+    def produce() -> None:  # faster than the app counts
+        while not stop.is_set() and dropped[0] < 400:
+            drop_file(dirs["input"], f"f{dropped[0]}.txt", data[dropped[0] % BLOCKS])
+            dropped[0] += 1
+            stop.wait(EVERY_S)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        app.wait_for_log(BEHIND, timeout=180)
+        behind = time.monotonic()
+        fired_after = prometheus.until(lambda: prometheus.firing(ALERT), f"{ALERT} fires", 90)
+    finally:
+        stop.set()
+        producer.join(timeout=60)
+    assert not producer.is_alive()
+    print(f"{engine}: {ALERT} fired {fired_after:.1f} s after the app's warning")
+    # From the app's warning (the gauge turns 1 with it): its `for:` plus two scrapes.
+    assert fired_after <= FOR_S + 2 * SCRAPE_S + 3, fired_after
+    assert time.monotonic() - behind >= FOR_S  # not before its `for:`
+    assert prometheus.value('streaming_app_falling_behind{job="streaming-app"}') == 1
+
+    # No more input: the app catches up, says so, and the alert resolves.
+    app.wait_for_log(CAUGHT_UP, timeout=240)
+    prometheus.until(lambda: not prometheus.firing(ALERT), f"{ALERT} resolves", 60)
+    assert prometheus.value('streaming_app_falling_behind{job="streaming-app"}') == 0
+    files = dropped[0]
+    expected = truth([blocks[n % BLOCKS] for n in range(files)])
+    wait_for_totals(dirs["output"], expected, app, timeout=120)
+    lines = LINES * files
+    prometheus.until(
+        lambda: prometheus.value('streaming_app_records_total{job="streaming-app"}') == lines,
+        "every line counted in Prometheus",
+        60,
+    )
+    assert app.terminate() == 0, app.log()[-3000:]
