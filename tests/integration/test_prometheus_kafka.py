@@ -1,5 +1,6 @@
 """Kafka lag per partition at the endpoint: the broker's latest minus what was processed,
-after records arrived while the app was stopped; both engines."""
+after records arrived while the app was stopped; bad values counted by reason; both
+engines."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import free_port, make_text
-from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
+from tests.integration.kafka_helpers import end_offsets, fresh_topic, send, send_raw
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -23,18 +24,31 @@ ENGINE_ARGS = {"dstream": [], "structured": ["--engine", "structured"]}
 Positions = dict[int, tuple[float, float | None, float | None]]
 
 
-def positions(port: int, topic: str) -> Positions:
-    """partition -> (processed, latest, lag) as the endpoint serves them now."""
+def samples(port: int) -> list[Any]:
+    """Every sample the endpoint serves now ([] if it does not answer)."""
     try:
         with _LOOPBACK.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             text = response.read().decode()
     except OSError:
-        return {}
+        return []
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def bad_values(port: int) -> dict[str, float]:
+    """streaming_app_bad_values_total by reason, as served now."""
+    return {
+        s.labels["reason"]: s.value
+        for s in samples(port)
+        if s.name == "streaming_app_bad_values_total"
+    }
+
+
+def positions(port: int, topic: str) -> Positions:
+    """partition -> (processed, latest, lag) as the endpoint serves them now."""
     found: dict[int, dict[str, float]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.labels.get("topic") == topic:
-                found.setdefault(int(s.labels["partition"]), {})[s.name] = s.value
+    for s in samples(port):
+        if s.labels.get("topic") == topic:
+            found.setdefault(int(s.labels["partition"]), {})[s.name] = s.value
     return {
         p: (
             v["streaming_app_kafka_processed_offset"],
@@ -67,6 +81,7 @@ def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
     args = [
         *kafka_args(dirs, kafka_bootstrap, topic, *ENGINE_ARGS[engine]),
         "--max-rate-per-partition", "25", "--metrics-port", str(port),
+        "--max-value-bytes", "1000",
     ]  # fmt: skip
     app = start_app(*args)
 
@@ -94,4 +109,10 @@ def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
         assert latest == ends[partition], (partition, seen, ends)
         assert lag == latest - processed > 0, (partition, seen)
     wait_for(caught_up, "the backlog all processed")
+    assert bad_values(port) == {"empty": 0, "oversize": 0, "replaced": 0, "lost": 0}
+
+    # Bad values: counted by reason, as the log's warning says them.
+    send_raw(kafka_bootstrap, topic, [b"", None, b"x" * 2000, b"caf\xe9 au lait", b"ok"])
+    expected = {"empty": 2, "oversize": 1, "replaced": 1, "lost": 0}
+    wait_for(lambda: bad_values(port) == expected, f"bad values counted as {expected}", 90)
     assert app.terminate() == 0, app.log()[-3000:]
