@@ -10,9 +10,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from prometheus_client import generate_latest
 from psycopg import sql
 
 from streaming_app.common import retry
+from streaming_app.common.prometheus import start_endpoint, stop_endpoint
 from streaming_app.errors import SinkError, StopRequestedError
 from streaming_app.sinks.postgres.writer import PostgresWriter, read_progress, read_totals
 from tests.integration import pg_helpers
@@ -209,10 +211,18 @@ def test_a_dropped_connection_is_reopened_and_the_batch_written_once(
                 [pg_table],
             ).fetchall()
         assert terminated == [(True,)]
-        with caplog.at_level(logging.WARNING):
-            assert writer.write_batch(2000, [("a", 3), ("b", 1)])
+        served = start_endpoint("127.0.0.1", 0, {"job": "wordcount", "sinks": "postgres"})
+        try:
+            with caplog.at_level(logging.WARNING):
+                assert writer.write_batch(2000, [("a", 3), ("b", 1)])
+            # The retried attempt is counted for the alert on sink retries; the write timed.
+            text = generate_latest(served.registry).decode()
+        finally:
+            stop_endpoint()
     assert "failed (attempt 1)" in caplog.text
     assert read_totals(pg_dsn, pg_table) == {"a": 3, "b": 1}
+    assert 'streaming_app_retries_total{peer="postgres"} 1.0' in text
+    assert 'streaming_app_operation_duration_seconds_count{operation="postgres"} 1.0' in text
 
 
 def closed_port() -> int:
