@@ -30,6 +30,7 @@ from bench.micro import micro, micro_report, per_line, per_line_report
 from bench.peer import peer, peer_report
 from bench.quix import QUIX_LINES, quix_bench, quix_report
 from bench.recovery import recovery, recovery_report
+from bench.scrape import SCRAPE_LINES, scrape_cost, scrape_report
 from bench.security import SECURITY_LINES, security_cost
 from bench.security_report import security_report
 from bench.state_cost import (
@@ -46,19 +47,21 @@ from bench.throughput import BATCH_SIZES, OPTIMIZATIONS, throughput, throughput_
 
 # Every benchmark, in the order of the report; a full run runs them all.
 BENCHMARKS = ("exact", "throughput", "micro", "checkpoint", "state", "cost-vs-state",
-              "million", "peer", "recovery", "quix", "security")  # fmt: skip
+              "million", "peer", "recovery", "quix", "security", "scrape")  # fmt: skip
 
 SMOKE: dict[str, Any] = dict(lines=2_000, batch_lines=400, runs=1, kills=1, backlog=500, keys=2_000,
              key_lines=1_000, files=1, file_lines=500, rounds=2, app_runs=1,
              checkpoint_runs=1, exact_sizes=(400,), exact_headline=400,
              state_keys=(2_000,), million=2_000, every=2, busy=4, idle=4,
-             cost_runs=1, quix_lines=2_000, security_lines=400, security_runs=1)  # fmt: skip
+             cost_runs=1, quix_lines=2_000, security_lines=400, security_runs=1,
+             scrape_lines=400, scrape_runs=1)  # fmt: skip
 FULL: dict[str, Any] = dict(lines=200_000, batch_lines=20_000, runs=5, kills=5, backlog=50_000,
             keys=1_000_000, key_lines=100_000, files=2, file_lines=10_000, rounds=6,
             app_runs=3, checkpoint_runs=3, exact_sizes=EXACT_SIZES,
             exact_headline=HEADLINE_LINES, state_keys=STATE_KEYS, million=MILLION,
             every=10, busy=12, idle=12, cost_runs=2, quix_lines=QUIX_LINES,
-            security_lines=SECURITY_LINES, security_runs=5)  # fmt: skip
+            security_lines=SECURITY_LINES, security_runs=5, scrape_lines=SCRAPE_LINES,
+            scrape_runs=5)  # fmt: skip
 
 
 def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -118,6 +121,10 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
                 workdir, sizes["security_lines"], sizes["security_runs"],
                 sizes["every"], parts=not smoke, read_lines=lines, read_repeats=sizes["runs"],
             )  # fmt: skip
+        if "scrape" in names:
+            found["scrape"] = scrape_cost(
+                workdir, sizes["scrape_lines"], sizes["scrape_runs"], sizes["every"]
+            )
     return found
 
 
@@ -144,6 +151,7 @@ REPORTS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "recovery": lambda r: recovery_report(r["recovery"]),
     "quix": lambda r: quix_report(r["quix"]),
     "security": lambda r: security_report(r["security"], r.get("exact")),
+    "scrape": lambda r: scrape_report(r["scrape"]),
 }  # fmt: skip
 
 

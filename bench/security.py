@@ -21,28 +21,13 @@ import os
 import secrets
 import ssl
 import subprocess
-import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench.exact import HEADLINE_LINES, steady_cycle
-from bench.harness import (
-    BATCH_S,
-    PARTITIONS,
-    VOCABULARY,
-    WORDS_PER_LINE,
-    AppRun,
-    exact_args,
-    kafka_args,
-    load_topic,
-)
-from bench.rates import batch_figures, idle_batches, interleaved, steady_batches
-from bench.recovery import restart, wait_for_counted
+from bench.exact import HEADLINE_LINES
+from bench.rates import interleaved
 from bench.security_paths import (
     HOP,
     STRAIGHT,
@@ -52,12 +37,18 @@ from bench.security_paths import (
     plain_hop,
     process_cpu_s,
     reads,
-    session_cpu_s,
 )
-from streaming_app.sinks.files_layout import read_totals
+from bench.side_runs import (
+    BACKLOG_SEED,
+    CORPUS_SEED,
+    EACH,
+    Side,
+    corpus_counts,
+    ratio,
+    runner,
+)
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker
-from streaming_app.tools.produce import generated_lines, produce
 from tests.integration.kafka_tls import stunnel_binary, tls_broker
 
 PLAIN, SECURED = "no protection", "every protection on"
@@ -66,22 +57,10 @@ SPARK_ONLY = "Spark's protections alone (plain Kafka)"
 SECURITY_LINES = HEADLINE_LINES
 # The target of issue 39: a secured run at most this many times the plain one.
 TARGET = 1.2
-CORPUS_SEED, BACKLOG_SEED = 1, 39
 # How many times each path's one-record read is timed (bench/security_paths.py).
 CONNECT_REPEATS = 20
 # The client key's password: the benchmark's own, given to the app in its environment only.
 KEY_PASSWORD = secrets.token_hex(12)
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of the comparison: how its app reaches its broker, and what it adds."""
-
-    label: str
-    slug: str
-    connection: KafkaConnection
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
 
 
 def unavailable() -> str | None:
@@ -131,75 +110,6 @@ def sides(workdir: Path) -> Iterator[dict[str, Side]]:
         }  # fmt: skip
 
 
-def corpus_counts(lines: int, seed: int) -> Counter[str]:
-    """The words of the first `lines` lines load_topic (or the backlog) sends."""
-    counts: Counter[str] = Counter()
-    for line in islice(generated_lines(WORDS_PER_LINE, VOCABULARY, seed), lines):
-        counts.update(line.split())
-    return counts
-
-
-def run_once(
-    workdir: Path,
-    name: str,
-    side: Side,
-    batch_lines: int,
-    every: int,
-    expected: Counter[str],
-    cpu_of: str | None = None,
-) -> dict[str, Any]:
-    """One run of a side: steady batches, a kill -9 past a checkpoint, a restart with one
-    batch of backlog; the steady batches' figures, the restart's, whether the totals are
-    exact (the corpus and the backlog, each word counted once), and with `cpu_of` the CPU
-    seconds of the process whose command line holds it while the app read the corpus."""
-    lines = batch_lines * (every + 3)  # 2 warm-up batches, `every` steady, a last one
-    topic = load_topic(side.connection, lines, seed=CORPUS_SEED)
-    rate = max(1, batch_lines // (PARTITIONS * BATCH_S))
-    run_dir = workdir / name
-    args = [
-        *kafka_args(run_dir, side.connection.bootstrap_servers, topic,
-                    "--max-rate-per-partition", str(rate)),
-        *exact_args(run_dir, every), *side.args,
-    ]  # fmt: skip
-    cpu = process_cpu_s(cpu_of) if cpu_of else None
-    cpu_before = cpu() if cpu else 0.0
-    app = AppRun.start(workdir, name, args, env=side.env)
-    try:
-        # The app's CPU over its batches after the first two (JVM warm-up), to the end
-        # of the corpus: on a loaded machine a steadier measure than the batches' time.
-        app.wait_for(lambda b: sum(1 for x in b if x.records) >= 2, 120 + lines / 50)
-        warm_cpu_s = session_cpu_s(app.proc.pid)
-        wait_for_counted(app, lines, 120 + lines / 50)
-        app_cpu_s = round(session_cpu_s(app.proc.pid) - warm_cpu_s, 2)
-        cpu_s = round(cpu() - cpu_before, 2) if cpu else None
-        batches = app.batches()
-        # Past a state checkpoint written after the corpus was read, as a long-running
-        # driver is: `every` batches that read nothing have completed (on a loaded machine
-        # a wait of `every` intervals could kill it with those still queued).
-        app.wait_for(lambda b: len(idle_batches(b, lines)) >= every, 120 + 6 * every * BATCH_S)
-        app.kill9()
-        backlog = generated_lines(WORDS_PER_LINE, VOCABULARY, BACKLOG_SEED)
-        produce(side.connection, topic, backlog, batch_lines, 0, PARTITIONS)
-        app, first_s = restart(workdir, name, args, side.env)
-        wait_for_counted(app, lines + batch_lines, 300)
-        caught_up_s = time.time() - app.started
-        _, totals = read_totals(str(run_dir / "output"))
-        app.kill9()  # every figure is taken: a graceful stop would only cost time
-    finally:
-        app.stop()
-    busy = [b for b in batches if b.records and b.processing_ms]
-    steady = steady_batches(busy, [b.records or 0 for b in busy], 0)
-    return {
-        **batch_figures([(b.records or 0, (b.processing_ms or 0) / 1000) for b in steady]),
-        **steady_cycle(every)(batches, steady),
-        "restart_first_batch_s": round(first_s, 1),
-        "restart_caught_up_s": round(caught_up_s, 1),
-        "exact": totals == expected,
-        "cpu_s": cpu_s,
-        "app_cpu_s": app_cpu_s,
-    }
-
-
 def security_cost(
     workdir: Path,
     batch_lines: int,
@@ -221,8 +131,8 @@ def security_cost(
     with sides(workdir) as by_label:
         chosen = [by_label[PLAIN], *([by_label[SPARK_ONLY]] if parts else []), by_label[SECURED]]
         runs: dict[str, Callable[[str], dict[str, Any]]] = {
-            side.label: _runner(workdir, side, batch_lines, every, expected,
-                                stunnel if side.label == SECURED else None)
+            side.label: runner(workdir, side, batch_lines, every, expected,
+                               stunnel if side.label == SECURED else None)
             for side in chosen
         }  # fmt: skip
         found = interleaved(rounds, runs, each=EACH, rotate=True)
@@ -236,10 +146,10 @@ def security_cost(
             connect_ms = connects(routes, CONNECT_REPEATS)
     off = found[PLAIN]
     for figures in found.values():
-        figures["ratio_processing"] = _ratio(figures["processing_s"], off["processing_s"])
-        figures["ratio_words"] = _ratio(off["mean_words_per_s"], figures["mean_words_per_s"])
+        figures["ratio_processing"] = ratio(figures["processing_s"], off["processing_s"])
+        figures["ratio_words"] = ratio(off["mean_words_per_s"], figures["mean_words_per_s"])
         for key in ("restart_first_batch_s", "restart_caught_up_s", "app_cpu_s"):
-            figures[f"ratio_{key}"] = _ratio(figures[key], off[key])
+            figures[f"ratio_{key}"] = ratio(figures[key], off[key])
     return {
         "batch_lines": batch_lines,
         "state_keys": len(expected),
@@ -253,25 +163,3 @@ def security_cost(
         "connect_ms": connect_ms,
         "connect_repeats": CONNECT_REPEATS,
     }
-
-
-# The figures of every run that the report shows, beside their medians.
-EACH = ("processing_s", "mean_words_per_s", "restart_first_batch_s", "restart_caught_up_s",
-        "exact", "cpu_s", "app_cpu_s")  # fmt: skip
-
-
-def _runner(
-    workdir: Path,
-    side: Side,
-    batch_lines: int,
-    every: int,
-    expected: Counter[str],
-    cpu_of: str | None,
-) -> Callable[[str], dict[str, Any]]:
-    return lambda suffix: run_once(
-        workdir, f"security-{side.slug}-{suffix}", side, batch_lines, every, expected, cpu_of
-    )
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return round(numerator / denominator, 2) if denominator else float("nan")

@@ -7,6 +7,7 @@ from typing import Any
 from bench.harness import median
 from bench.security import SECURED, TARGET
 from bench.security_paths import paths_report
+from bench.side_runs import each_run
 
 
 def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> list[str]:
@@ -43,11 +44,11 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
         lines.append(
             f"| {bold}{r['side']}{bold} | {r['mean_words_per_s']:,} ("
             + ", ".join(f"{w:,}" for w in r["runs_mean_words_per_s"])
-            + f") | {r['processing_s']} s ({_each(r['runs_processing_s'])}) | "
+            + f") | {r['processing_s']} s ({each_run(r['runs_processing_s'])}) | "
             f"{_cell(r['aligned_s'])} | {_cell(r['checkpoint_s'])} | "
-            f"{r['app_cpu_s']} s ({_each(r['runs_app_cpu_s'])}) | "
-            f"{r['restart_first_batch_s']} s ({_each(r['runs_restart_first_batch_s'])}) | "
-            f"{r['restart_caught_up_s']} s ({_each(r['runs_restart_caught_up_s'])}) | "
+            f"{r['app_cpu_s']} s ({each_run(r['runs_app_cpu_s'])}) | "
+            f"{r['restart_first_batch_s']} s ({each_run(r['runs_restart_first_batch_s'])}) | "
+            f"{r['restart_caught_up_s']} s ({each_run(r['runs_restart_caught_up_s'])}) | "
             f"{sum(r['runs_exact'])} of {r['runs']} |"
         )
     for r in s["sides"][1:]:
@@ -73,7 +74,7 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
             "",
             f"stunnel, the extra process on the secured path, used {median(cpu)} s of CPU "
             f"while the app read the corpus ({size * (every + 3):,} lines; each run: "
-            f"{_each(cpu)} s), on the same two cores.",
+            f"{each_run(cpu)} s), on the same two cores.",
         ]
     paths = paths_report(
         s["paths_us"], s["paths_lines"], s["paths_repeats"], s.get("connect_ms"),
@@ -93,10 +94,6 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
                 f"{headline[0]['processing_s']} s a batch.",
             ]
     return lines
-
-
-def _each(values: list[Any]) -> str:
-    return ", ".join(str(v) for v in values)
 
 
 def _cell(value: Any) -> str:

@@ -163,7 +163,7 @@ def test_bench_smoke_against_quixstreams(tmp_path: Path) -> None:
     assert "| quixstreams, exactly-once, totals to a topic, 2 instances |" in result.stdout
 
 
-def test_bench_smoke_of_the_cost_of_security(tmp_path: Path) -> None:
+def test_bench_smoke_of_the_cost_of_security_and_of_scraping(tmp_path: Path) -> None:
     # Both sides in the exact configuration, one run each; the secured one over TLS through
     # stunnel with a secret file, which must have turned Spark's protections on.
     from tests.integration.kafka_tls import stunnel_binary
@@ -175,9 +175,16 @@ def test_bench_smoke_of_the_cost_of_security(tmp_path: Path) -> None:
         if ci():
             pytest.fail(reason)
         pytest.skip(reason)
-    result = _smoke(tmp_path, "security")
+    # With the cost of scraping (issue 40): the same exact configuration, two more runs.
+    result = _smoke(tmp_path, "security,scrape")
     assert result.returncode == 0, result.stderr[-3000:]
-    security = json.loads((tmp_path / "results.json").read_text())["security"]
+    found = json.loads((tmp_path / "results.json").read_text())
+    security, scrape = found["security"], found["scrape"]
+    assert [s["side"] for s in scrape["sides"]] == ["no endpoint", "scraped every 5 s"]
+    for side in scrape["sides"]:
+        assert side["runs_exact"] == [True] and side["mean_words_per_s"] > 0, side["side"]
+    assert scrape["scrapes"] >= 2 and scrape["scrape_bytes"] > 1000  # it was scraped
+    assert "| **scraped / no endpoint** |" in result.stdout
     assert [s["side"] for s in security["sides"]] == ["no protection", "every protection on"]
     for side in security["sides"]:
         assert side["runs_exact"] == [True], side["side"]  # corpus + backlog, each word once

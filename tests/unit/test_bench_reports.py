@@ -371,3 +371,26 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
     text = "\n".join(security_report(found))
     assert "**met** (1.1 on a 60,000-line batch" in text
     assert "The plain hop was not measured: socat is not installed." in text
+
+
+def test_the_scrape_table_has_both_sides_the_scrapes_and_the_target() -> None:
+    from bench.scrape import OFF, SCRAPED, scrape_report
+
+    found = {
+        "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2, "state_keys": 99_000,
+        "interval_s": 5.0, "scrapes": 240, "scrape_bytes": 9_600, "scrape_ms": 7.5,
+        "sides": [_security_side(OFF, 900_000, None, 1.0),
+                  _security_side(SCRAPED, 890_000, None, 1.01)],
+    }  # fmt: skip
+    text = "\n".join(scrape_report(found))
+    assert (
+        "fetched every 5 s by a client on this machine (240 scrapes answered, 9,600 bytes" in text
+    )
+    assert "| **scraped every 5 s** | 890,000 (890,000, 890,000) | 0.6 s (0.6, 0.6) |" in text
+    assert "| **scraped / no endpoint** | **1.01** " in text
+    assert "costs at most 2% of a 60,000-line batch: **met** (1.01 on words/s" in text
+    found["sides"][1].update(ratio_words=1.05)
+    assert "**not met** (1.05" in "\n".join(scrape_report(found))
+    found["sides"][1].update(ratio_words=1.0)
+    found["scrapes"] = 0  # never scraped: no figure to meet the target with
+    assert "**not met**" in "\n".join(scrape_report(found))
