@@ -1,5 +1,6 @@
-"""The state's figures after each batch, for the metrics: how many keys, and the words the
-batch added (the word count; the keyed sums add values, not words, and report keys only).
+"""The state's figures after each batch, for the metrics: its keys, the words it added.
+
+The word count reports both; the keyed sums add values, not words, and report keys only.
 
 Driver side, DStream engine. `note_state` is an output operation of the graph: it reads
 the batch's digest (state/view.py), which the sinks have usually collected already (the
