@@ -115,7 +115,7 @@ def scrape_cost(workdir: Path, batch_lines: int, rounds: int, every: int) -> dic
         "rounds": rounds,
         "interval_s": SCRAPE_INTERVAL_S,
         "scrapes": len(scraper.answered),
-        "scrape_bytes": median(scraper.answered) if scraper.answered else 0,
+        "scrape_bytes": round(median(scraper.answered)) if scraper.answered else 0,
         "scrape_ms": round(median(scraper.seconds) * 1000, 1) if scraper.seconds else None,
         "sides": [{"side": label, **figures} for label, figures in found.items()],
     }
