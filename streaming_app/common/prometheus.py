@@ -258,10 +258,15 @@ def count_retry(peer: str) -> None:
         served.retries.labels(peer).inc()
 
 
-def succeeded(operation: str, seconds: float) -> None:
-    """`operation` succeeded after `seconds`, on the endpoint if one serves."""
+def succeeded(operation: str, seconds: float | None) -> None:
+    """`operation` succeeded after `seconds` (None: how long it took is not known), on
+    the endpoint if one serves."""
     served = _ENDPOINT
-    if served is not None:
+    if served is None:
+        return
+    if seconds is None:
+        served.last_success.labels(operation).set_to_current_time()
+    else:
         served.succeeded(operation, seconds)
 
 

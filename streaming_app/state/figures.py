@@ -10,7 +10,8 @@ Prometheus endpoint asks (`want_state_figures`), and only with state buckets: on
 per key (state_buckets = 0) would need a scan of the whole state every batch. The batch's
 listener takes the figures by batch time (`state_figures`) into its metrics record. A
 checkpoint made before this operation existed recovers a graph without it: its records
-say null.
+say null. A batch whose state RDD Spark checkpointed stamps the endpoint's last
+`checkpoint` success (how long the write took, Spark does not tell Python).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.prometheus import succeeded
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -39,7 +41,11 @@ def want_state_figures(wanted: bool) -> None:
 def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView, words: bool) -> None:
     """Output operation: keep the batch's state keys (and, with `words`, the words it
     added) for its metrics record."""
-    if not (_WANTED[0] and view.bucketed):
+    if not _WANTED[0]:
+        return
+    if rdd.isCheckpointed():  # Spark wrote the state's checkpoint in this batch
+        succeeded("checkpoint", None)
+    if not view.bucketed:
         return
     digest = view.digest(rdd)
     added = (digest.added or 0) if words else None

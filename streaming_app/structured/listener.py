@@ -16,11 +16,13 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
+from streaming_app.common.prometheus import succeeded
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.problems import batch_words
 from streaming_app.structured.progress import (
     Trigger,
     batch_metrics,
+    checkpoint_ms,
     kafka_positions,
     trigger_of,
 )
@@ -70,10 +72,13 @@ class ProgressListener(StreamingQueryListener):
             self._previous = (batch_id, trigger_of(progress))
             kafka = self.config.source == "kafka"
             partitions = kafka_positions(progress) if kafka else []
+            took = checkpoint_ms(progress)
         except Exception:  # a listener must never break the stream
             log.debug("could not describe a micro-batch's progress", exc_info=True)
             return
         self.recorder.record(record, partitions)
+        if took is not None:
+            succeeded("checkpoint", took / 1000)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """No new input: no micro-batch ran, nothing to record; a job that fell behind has

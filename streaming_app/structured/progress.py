@@ -117,6 +117,17 @@ def kafka_lag(progress: Mapping[str, Any]) -> int | None:
     return sum(max(0, (p.latest or 0) - p.processed) for p in kafka_positions(progress))
 
 
+def checkpoint_ms(progress: Mapping[str, Any]) -> int | None:
+    """What the micro-batch's checkpoint took: its offsets log entry (`walCommit`), its
+    commits log entry (`commitOffsets`) and the state stores' commits (`commitTimeMs`);
+    None if Spark reported none of them."""
+    durations = progress.get("durationMs") or {}
+    parts = [durations.get("walCommit"), durations.get("commitOffsets")]
+    parts += [op.get("commitTimeMs") for op in progress.get("stateOperators") or []]
+    known = [p for p in parts if type(p) is int and p >= 0]
+    return sum(known) if known else None
+
+
 def state_keys(progress: Mapping[str, Any]) -> int | None:
     """Keys in the totals' state after the micro-batch (its aggregation's `numRowsTotal`)."""
     operators = progress.get("stateOperators") or []

@@ -24,16 +24,18 @@ _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 STARTED = {"dstream": r"Started new streaming context", "structured": STRUCTURED_STARTED}
 
 
-def scrape(port: int) -> dict[str, float]:
-    """The unlabelled samples of the app's endpoint, by name."""
+def scrape(port: int, labelled: bool = False) -> dict[str, float]:
+    """The unlabelled samples of the app's endpoint, by name (with `labelled`, all of them,
+    by name and labels: `name{label=value,...}`)."""
     with _LOOPBACK.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
     return {
-        s.name: s.value
+        s.name + ("{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
+                  if s.labels else ""): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if not s.labels
-    }
+        if labelled or not s.labels
+    }  # fmt: skip
 
 
 def recorded(metrics: Path) -> list[BatchMetrics]:
@@ -102,4 +104,10 @@ def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
     assert served["streaming_app_records_total"] == sum(len(t.splitlines()) for t in texts)
     assert served["streaming_app_falling_behind"] == 0
     assert served["process_start_time_seconds"] > 0
+    # The operations' last successes: Spark's checkpoint (every 10 s), a snapshot, the sink.
+    done = scrape(port, labelled=True)
+    for operation in ("checkpoint", "snapshot", "files"):
+        stamp = done[f"streaming_app_last_success_timestamp_seconds{{operation={operation}}}"]
+        assert time.time() - 120 < stamp <= time.time(), operation
+    assert done["streaming_app_operation_duration_seconds_count{operation=files}"] >= 4
     assert app.terminate() == 0, app.log()[-3000:]

@@ -115,3 +115,19 @@ def test_the_listener_records_each_micro_batch_and_logs_sparks_progress_at_debug
     # An event without what the record needs is logged, recorded nowhere, and raises nothing.
     listener.onQueryProgress(event({"batchId": 5}))
     assert len(recorded) == 1
+
+
+def test_the_state_keys_words_and_checkpoint_time_of_a_micro_batch() -> None:
+    from streaming_app.structured.progress import checkpoint_ms, state_keys
+
+    event = progress(
+        4, "2026-11-24T20:01:39.910Z", 750, 12,
+        durationMs={"triggerExecution": 750, "walCommit": 21, "commitOffsets": 9},
+        stateOperators=[{"numRowsTotal": 7, "commitTimeMs": 40}],
+    )  # fmt: skip
+    record = batch_metrics(event, None, 1000, None, 0, kafka=False, words=96)
+    assert (record.words, record.state_keys) == (96, 7)
+    assert checkpoint_ms(event) == 21 + 9 + 40
+    bare = progress(5, "2026-11-24T20:01:39.910Z", 750, 12, stateOperators=[])
+    assert (state_keys(bare), checkpoint_ms(bare)) == (None, None)
+    assert batch_metrics(bare, None, 1000, None, 0, kafka=False).words is None
