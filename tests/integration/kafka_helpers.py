@@ -142,6 +142,19 @@ def assert_log_contiguous(checkpoint: Path) -> None:
             position[key] = end
 
 
+def pipe(source: socket.socket, sink: socket.socket) -> None:
+    """Copy bytes until either side ends, then end both."""
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
 class TcpProxy:
     """A loopback TCP proxy that can be taken down and brought up: a broker outage."""
 
@@ -191,16 +204,4 @@ class TcpProxy:
             with self._lock:
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()

@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from tests.integration.kafka_helpers import pipe
 from tests.integration.scram import ScramCredential, ScramError, ScramServer
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
@@ -283,19 +284,6 @@ def linger(sock: socket.socket, seconds: float = 1.0) -> None:
     with contextlib.suppress(OSError):
         while sock.recv(65536):
             pass
-
-
-def pipe(source: socket.socket, sink: socket.socket) -> None:
-    """Copy bytes until either side ends, then end both."""
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (source, sink):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
 
 
 class Handler(socketserver.BaseRequestHandler):

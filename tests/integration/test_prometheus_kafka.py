@@ -1,6 +1,6 @@
-"""Kafka lag per partition at the endpoint: the broker's latest minus what was processed,
-after records arrived while the app was stopped; bad values counted by reason; both
-engines."""
+"""Kafka lag per partition at the endpoint and in a real Prometheus server scraping it: the
+broker's latest minus what was processed, after records arrived while the app was
+stopped; bad values counted by reason; both engines."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import free_port, make_text
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send, send_raw
+from tests.integration.prometheus_server import Prometheus
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -43,12 +44,8 @@ def bad_values(port: int) -> dict[str, float]:
     }
 
 
-def positions(port: int, topic: str) -> Positions:
-    """partition -> (processed, latest, lag) as the endpoint serves them now."""
-    found: dict[int, dict[str, float]] = {}
-    for s in samples(port):
-        if s.labels.get("topic") == topic:
-            found.setdefault(int(s.labels["partition"]), {})[s.name] = s.value
+def as_positions(found: dict[int, dict[str, float]]) -> Positions:
+    """partition -> (processed, latest, lag) of the samples by partition and name."""
     return {
         p: (
             v["streaming_app_kafka_processed_offset"],
@@ -58,6 +55,29 @@ def positions(port: int, topic: str) -> Positions:
         for p, v in found.items()
         if "streaming_app_kafka_processed_offset" in v
     }
+
+
+def positions(port: int, topic: str) -> Positions:
+    """partition -> (processed, latest, lag) as the endpoint serves them now."""
+    found: dict[int, dict[str, float]] = {}
+    for s in samples(port):
+        if s.labels.get("topic") == topic:
+            found.setdefault(int(s.labels["partition"]), {})[s.name] = s.value
+    return as_positions(found)
+
+
+def scraped_positions(prometheus: Prometheus, topic: str) -> Positions:
+    """partition -> (processed, latest, lag) as Prometheus has them now: one instant query,
+    so the three come from one scrape."""
+    names = "streaming_app_kafka_(processed_offset|latest_offset|lag_records)"
+    data = prometheus.api("query", query=f'{{__name__=~"{names}", topic="{topic}"}}') or {}
+    found: dict[int, dict[str, float]] = {}
+    for series in data.get("result") or []:
+        labels = series["metric"]
+        found.setdefault(int(labels["partition"]), {})[labels["__name__"]] = float(
+            series["value"][1]
+        )
+    return as_positions(found)
 
 
 def wait_for(check: Any, what: str, timeout: float = 150) -> Any:
@@ -71,12 +91,31 @@ def wait_for(check: Any, what: str, timeout: float = 150) -> Any:
 
 @pytest.mark.parametrize("engine", sorted(ENGINE_ARGS))
 def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
-    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, engine: str
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, engine: str, tmp_path: Path
 ) -> None:
     rng = random.Random(41)
     topic = fresh_topic("lag")
     send(kafka_bootstrap, topic, make_text(rng, 120).splitlines())
     port = free_port()
+    prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", rules=None)
+    try:
+        prometheus.wait_ready()
+        lag_scraped(dirs, start_app, kafka_bootstrap, engine, topic, port, prometheus, rng)
+    finally:
+        prometheus.stop()
+
+
+def lag_scraped(
+    dirs: dict[str, Path],
+    start_app: Any,
+    kafka_bootstrap: str,
+    engine: str,
+    topic: str,
+    port: int,
+    prometheus: Prometheus,
+    rng: random.Random,
+) -> None:
+    """The test's body, with its Prometheus server."""
     # 25 records per partition a second: a backlog takes several batches to read.
     args = [
         *kafka_args(dirs, kafka_bootstrap, topic, *ENGINE_ARGS[engine]),
@@ -108,7 +147,24 @@ def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
     for partition, (processed, latest, lag) in seen.items():
         assert latest == ends[partition], (partition, seen, ends)
         assert lag == latest - processed > 0, (partition, seen)
+
+    def scraped_behind() -> Positions | None:
+        now = scraped_positions(prometheus, topic)
+        lagging = {p: v for p, v in now.items() if v[2] and v[1] == ends[p]}
+        return now if len(lagging) == len(ends) else None
+
+    # Prometheus has scraped a batch of the backlog: the same arithmetic, per partition.
+    scraped = wait_for(scraped_behind, "Prometheus sees a lag on every partition", 60)
+    for partition, (processed, latest, lag) in scraped.items():
+        assert lag == latest - processed > 0, (partition, scraped)
     wait_for(caught_up, "the backlog all processed")
+    wait_for(
+        lambda: (
+            scraped_positions(prometheus, topic) == {p: (end, end, 0) for p, end in ends.items()}
+        ),
+        "Prometheus sees the backlog processed",
+        60,
+    )
     assert bad_values(port) == {"empty": 0, "oversize": 0, "replaced": 0, "lost": 0}
 
     # Bad values: counted by reason, as the log's warning says them.
