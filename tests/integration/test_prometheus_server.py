@@ -1,6 +1,6 @@
 """A real Prometheus server (Debian's `prometheus`) scrapes the app under `supervise` with the
 repository's alert rules: it finds the series with the app's values, and StreamingAppDown
-fires after a kill -9 and clears when supervise brings the driver back."""
+fires after a kill -9 and clears when supervise brings the driver back; both engines."""
 
 from __future__ import annotations
 
@@ -31,8 +31,16 @@ def started() -> Iterator[list[Any]]:
         thing.stop() if isinstance(thing, Prometheus) else thing.stop_if_running()
 
 
+STARTED = {"dstream": r"Started new streaming context", "structured": r"Started new query"}
+RECOVERED = {
+    "dstream": r"Recovered streaming context from checkpoint",
+    "structured": r"Recovered query id=",
+}
+
+
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
 def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_supervise(
-    dirs: dict[str, Path], tmp_path: Path, started: list[Any]
+    dirs: dict[str, Path], tmp_path: Path, started: list[Any], engine: str
 ) -> None:
     rng = random.Random(40)
     texts: list[str] = []
@@ -41,10 +49,10 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     started.append(prometheus)  # stopped at the end even if it never comes up
     prometheus.wait_ready()
     # The first restart waits 40 s: longer than StreamingAppDown's `for: 30s`.
-    run = [*files_args(dirs), "--metrics-port", str(port)]
+    run = [*files_args(dirs, "--engine", engine), "--metrics-port", str(port)]
     supervisor = App(["--backoff", "40", "--", *run], tmp_path, "supervise", command="supervise")
     started.append(supervisor)
-    supervisor.wait_for_log(r"Started new streaming context")
+    supervisor.wait_for_log(STARTED[engine])
     for n in range(2):
         texts.append(make_text(rng, 20 + n))
         drop_file(dirs["input"], f"f{n}.txt", texts[-1].encode())
@@ -56,7 +64,7 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
         60,
     )
     info = prometheus.api("query", query="streaming_app_info")["result"][0]["metric"]
-    assert (info["engine"], info["source"], info["sinks"]) == ("dstream", "files", "files")
+    assert (info["engine"], info["source"], info["sinks"]) == (engine, "files", "files")
     assert prometheus.value('up{job="streaming-app"}') == 1
     assert not prometheus.firing("StreamingAppDown")
     # Every query of the Grafana dashboard is one this Prometheus accepts (400 otherwise).
@@ -75,11 +83,11 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     assert fired_after <= 30 + 2 * SCRAPE_S + 5, fired_after
     supervisor.wait_for_log(r"started driver pid \d+ \(start 2\)", timeout=90)
     prometheus.until(lambda: not prometheus.firing("StreamingAppDown"), "the alert clears", 90)
-    supervisor.wait_for_log(r"Recovered streaming context from checkpoint")
+    supervisor.wait_for_log(RECOVERED[engine])
     texts.append(make_text(rng, 15))
     drop_file(dirs["input"], "after.txt", texts[-1].encode())
     wait_for_totals(dirs["output"], truth(texts), supervisor)
     # The restarted driver counts from zero: its records are the batches it ran itself.
     assert prometheus.value('changes(process_start_time_seconds{job="streaming-app"}[5m])') == 1
     assert supervisor.terminate() == 0, supervisor.log()[-3000:]
-    print(f"StreamingAppDown fired {fired_after:.1f} s after the kill")
+    print(f"{engine}: StreamingAppDown fired {fired_after:.1f} s after the kill")
