@@ -27,7 +27,6 @@ from streaming_app.sinks.attach import attach_sinks
 from streaming_app.sinks.commit import attach_commit
 from streaming_app.sources.build import build_source
 from streaming_app.state.buckets import batch_buckets, batch_items, keep_totals
-from streaming_app.state.figures import note_state
 from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
@@ -133,8 +132,6 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
         changes=bool({"files", "postgres"} & set(config.sinks)),
     )
     attach_sinks(state, view, counts, config, metadata.app_id)
-    words = config.job != "keyed-sum"
-    state.foreachRDD(lambda t, rdd: note_state(t, rdd, view, words))  # for the metrics
     if config.window is not None:
         from streaming_app.jobs.windows import windowed
         from streaming_app.sinks.attach import attach_window_sinks

@@ -38,6 +38,7 @@ from streaming_app.sinks.files_layout import (
     to_prune_chain,
     totals_name,
 )
+from streaming_app.state.figures import note_state
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -203,6 +204,7 @@ def write_totals(
         lambda temp: view.lines(rdd, format_total).saveAsTextFile(temp),
     )
     mark_written(batch_ms, "files")
+    note_state(batch_time, rdd, view)
 
 
 def write_window_files(

@@ -2,16 +2,19 @@
 
 The word count reports both; the keyed sums add values, not words, and report keys only.
 
-Driver side, DStream engine. `note_state` is an output operation of the graph: it reads
-the batch's digest (state/view.py), which the sinks have usually collected already (the
-files and postgres sinks' changed totals, the console's top), so it costs no job then;
-otherwise one small job of the buckets' counts. It runs only while a metrics file or a
-Prometheus endpoint asks (`want_state_figures`), and only with state buckets: one record
-per key (state_buckets = 0) would need a scan of the whole state every batch. The batch's
+Driver side, DStream engine. The sinks that read the state (files, console, postgres
+with buckets) and the snapshot call `note_state` with the batch's state RDD after their
+write, from their own functions: the graph a checkpoint pickles names the sinks'
+functions, not this module, so a checkpoint of the version before recovers with it, and
+one of this version loads where it did. It reads the batch's digest (state/view.py),
+which the sink has usually collected already (the files and postgres sinks' changed
+totals, the console's top), so it costs no job then; otherwise (a files base) one small
+job of the buckets' counts. It runs only while a metrics file or a Prometheus endpoint
+asks (`want_state_figures`), and only with state buckets: one record per key
+(state_buckets = 0) would need a scan of the whole state every batch. The batch's
 listener takes the figures by batch time (`state_figures`) into its metrics record. A
-checkpoint made before this operation existed recovers a graph without it: its records
-say null. A batch whose state RDD Spark checkpointed stamps the endpoint's last
-`checkpoint` success (how long the write took, Spark does not tell Python).
+batch whose state RDD Spark checkpointed stamps the endpoint's last `checkpoint` success
+(how long the write took, Spark does not tell Python).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.common.prometheus import succeeded
+from streaming_app.jobs.text import add_counts
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -38,9 +42,9 @@ def want_state_figures(wanted: bool) -> None:
     _WANTED[0] = wanted
 
 
-def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView, words: bool) -> None:
-    """Output operation: keep the batch's state keys (and, with `words`, the words it
-    added) for its metrics record."""
+def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView) -> None:
+    """Keep the batch's state keys (and the word count's words it added) for its metrics
+    record; a sink calls it with the state RDD it wrote. Idempotent in a batch."""
     if not _WANTED[0]:
         return
     if rdd.isCheckpointed():  # Spark wrote the state's checkpoint in this batch
@@ -48,7 +52,7 @@ def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView, words: bool
     if not view.bucketed:
         return
     digest = view.digest(rdd)
-    added = (digest.added or 0) if words else None
+    added = (digest.added or 0) if view.add is add_counts else None  # keyed sums: no words
     _FIGURES[epoch_ms(batch_time)] = (digest.keys, added)
     while len(_FIGURES) > _MAX_FIGURES:
         del _FIGURES[min(_FIGURES)]
