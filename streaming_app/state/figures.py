@@ -3,18 +3,18 @@
 The word count reports both; the keyed sums add values, not words, and report keys only.
 
 Driver side, DStream engine. The sinks that read the state (files, console, postgres
-with buckets) and the snapshot call `note_state` with the batch's state RDD after their
-write, from their own functions: the graph a checkpoint pickles names the sinks'
-functions, not this module, so a checkpoint of the version before recovers with it, and
-one of this version loads where it did. It reads the batch's digest (state/view.py),
-which the sink has usually collected already (the files and postgres sinks' changed
-totals, the console's top), so it costs no job then; otherwise (a files base) one small
-job of the buckets' counts. It runs only while a metrics file or a Prometheus endpoint
-asks (`want_state_figures`), and only with state buckets: one record per key
-(state_buckets = 0) would need a scan of the whole state every batch. The batch's
-listener takes the figures by batch time (`state_figures`) into its metrics record. A
-batch whose state RDD Spark checkpointed stamps the endpoint's last `checkpoint` success
-(how long the write took, Spark does not tell Python).
+with buckets) call `note_state` with the batch's state RDD after their write, from their
+own functions: the graph a checkpoint pickles names the sinks' functions, not this
+module (its references stay those of 0.4.0's checkpoints), and a graph recovered from a
+checkpoint of 0.4.0 reports its figures too. It reads the batch's digest
+(state/view.py), which the sink has usually collected already (the files and postgres
+sinks' changed totals, the console's top), so it costs no job then; otherwise (a files
+base) one small job of the buckets' counts. It runs only while a metrics file or a
+Prometheus endpoint asks (`want_state_figures`), and only with state buckets: one record
+per key (state_buckets = 0) would need a scan of the whole state every batch. The
+batch's listener takes the figures by batch time (`state_figures`) into its metrics
+record. A batch whose state RDD Spark checkpointed stamps the endpoint's last
+`checkpoint` success (how long the write took, Spark does not tell Python).
 """
 
 from __future__ import annotations
