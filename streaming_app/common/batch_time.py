@@ -22,6 +22,17 @@ def spark_seconds(milliseconds: int) -> float:
     return (milliseconds + 0.5) / 1000
 
 
+# Entries kept for batches not asked for yet (a backlog after down time, or no listener).
+MAX_REMEMBERED = 10_000
+
+
+def remember(by_batch: dict[int, T], batch: int, value: T) -> None:
+    """Keep a batch's entry until it is asked for; beyond MAX_REMEMBERED the oldest go."""
+    by_batch[batch] = value
+    while len(by_batch) > MAX_REMEMBERED:
+        del by_batch[min(by_batch)]
+
+
 def take_batch(by_batch: dict[int, T], batch_ms: int, default: T) -> T:
     """Pop batch `batch_ms`'s entry (`default` if none) and forget every older batch's.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.batch_time import epoch_ms, remember
 from streaming_app.common.prometheus import succeeded
 from streaming_app.jobs.text import add_counts
 
@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
     from streaming_app.state.view import StateView
 
-# batch time -> (keys, words added or None); bounded like the Kafka source's figures.
+# batch time -> (keys, words added or None), until the batch's listener asks.
 _FIGURES: dict[int, tuple[int, int | None]] = {}
-_MAX_FIGURES = 10_000
 _WANTED = [False]
 
 
@@ -53,9 +52,7 @@ def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView) -> None:
         return
     digest = view.digest(rdd)
     added = (digest.added or 0) if view.add is add_counts else None  # keyed sums: no words
-    _FIGURES[epoch_ms(batch_time)] = (digest.keys, added)
-    while len(_FIGURES) > _MAX_FIGURES:
-        del _FIGURES[min(_FIGURES)]
+    remember(_FIGURES, epoch_ms(batch_time), (digest.keys, added))
 
 
 def state_figures(batch_ms: int) -> tuple[int | None, int | None]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from streaming_app.common.batch_time import remember
+
 KAFKA = ("empty", "oversize", "replaced", "lost")  # the Kafka read counts that are warned
 CSV = ("columns", "value", "key", "range")  # BadRows' reasons (range: not exact in the state)
 CSV_PREFIX = "csv-"
@@ -56,14 +58,11 @@ def bad_rows(bad: Any, into: Counter[str]) -> None:
 
 # Micro-batch id -> the words it counted, from the foreachBatch function to the listener.
 _BATCH_WORDS: dict[int, int] = {}
-_MAX_NOTED = 10_000
 
 
 def note_words(batch_id: int, found: Counter[str]) -> None:
     """Keep what a micro-batch counted (`since`'s result) for its metrics record."""
-    _BATCH_WORDS[batch_id] = found[WORDS]
-    while len(_BATCH_WORDS) > _MAX_NOTED:
-        del _BATCH_WORDS[min(_BATCH_WORDS)]
+    remember(_BATCH_WORDS, batch_id, found[WORDS])
 
 
 def batch_words(batch_id: int) -> int | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
+from streaming_app.common.batch_time import remember
 from streaming_app.common.fs import join
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import PeerUnreachableError
@@ -61,10 +62,6 @@ class _Runtime:
 RUNTIME = _Runtime()
 
 
-# Figures kept for batches the listener has not reported yet (a backlog after down time).
-_MAX_FIGURES = 10_000
-
-
 def note_figures(
     batch_ms: int,
     records: int,
@@ -72,13 +69,8 @@ def note_figures(
     positions: tuple[tuple[str, int, int, int | None], ...] = (),
 ) -> None:
     """Keep a planned batch's figures (and each partition's position) for the listener."""
-    figures = RUNTIME.figures
-    figures[batch_ms] = (records, lag)
-    RUNTIME.positions[batch_ms] = positions
-    while len(figures) > _MAX_FIGURES:
-        oldest = min(figures)
-        del figures[oldest]
-        RUNTIME.positions.pop(oldest, None)
+    remember(RUNTIME.figures, batch_ms, (records, lag))
+    remember(RUNTIME.positions, batch_ms, positions)
 
 
 def batch_figures(batch_ms: int) -> tuple[int, int | None] | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from streaming_app.common.batch_time import spark_seconds, take_batch
+import pytest
+
+from streaming_app.common import batch_time
+from streaming_app.common.batch_time import remember, spark_seconds, take_batch
 
 
 def test_take_batch_pops_the_batch_and_forgets_older_ones_only() -> None:
@@ -16,3 +19,13 @@ def test_take_batch_pops_the_batch_and_forgets_older_ones_only() -> None:
 def test_spark_seconds_truncates_back_to_the_milliseconds() -> None:
     for ms in (1, 999, 2010, 2_000_000):
         assert int(spark_seconds(ms) * 1000) == ms
+
+
+def test_remember_keeps_the_newest_entries_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_time, "MAX_REMEMBERED", 3)
+    kept: dict[int, str] = {}
+    for batch in (5, 1, 4, 2, 3):  # out of order: the lowest batch times go first
+        remember(kept, batch, f"b{batch}")
+    assert kept == {3: "b3", 4: "b4", 5: "b5"}
+    remember(kept, 4, "again")  # a batch noted twice keeps its newest entry, no eviction
+    assert kept == {3: "b3", 4: "again", 5: "b5"}
