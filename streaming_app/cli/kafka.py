@@ -78,9 +78,8 @@ def produce(
     config_file: str | None,
 ) -> None:
     """Send text lines to a Kafka topic at a given rate (a load generator for demos)."""
-    from streaming_app.sources.kafka.client import KafkaConnection, bootstrap_addresses
-    from streaming_app.sources.kafka.sasl import check_sasl_credentials
-    from streaming_app.sources.kafka.tls import check_broker_certificate, check_tls_files
+    from streaming_app.sources.kafka.client import KafkaConnection, check_broker
+    from streaming_app.sources.kafka.tls import check_tls_files
     from streaming_app.tools.produce import file_lines, generated_lines
     from streaming_app.tools.produce import produce as send_lines
 
@@ -89,8 +88,7 @@ def produce(
         config = load_config(config_file, cli={"bootstrap_servers": bootstrap_servers})
         connection = KafkaConnection.from_config(config)
         check_tls_files(connection)
-        check_broker_certificate(connection, bootstrap_addresses(connection))
-        check_sasl_credentials(connection, bootstrap_addresses(connection))
+        check_broker(connection)
     except StreamingAppError as error:
         fail(error)
     lines = (

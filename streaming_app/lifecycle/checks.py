@@ -17,9 +17,8 @@ from typing import Any
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import AppConfig, is_local_path
-from streaming_app.sources.kafka.client import KafkaConnection, bootstrap_addresses
-from streaming_app.sources.kafka.sasl import check_sasl_credentials
-from streaming_app.sources.kafka.tls import check_broker_certificate, check_tls_files
+from streaming_app.sources.kafka.client import KafkaConnection, check_broker
+from streaming_app.sources.kafka.tls import check_tls_files
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +109,7 @@ def check_paths(config: AppConfig) -> None:
     if config.source == "kafka":
         connection = KafkaConnection.from_config(config)
         check_tls_files(connection)
-        check_broker_certificate(connection, bootstrap_addresses(connection))
-        check_sasl_credentials(connection, bootstrap_addresses(connection))
+        check_broker(connection)
     ensure_writable_dir("checkpoint_dir", config.checkpoint_dir)
     if "files" in config.sinks and config.output_dir:
         ensure_writable_dir("output_dir", config.output_dir)

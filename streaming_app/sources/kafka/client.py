@@ -92,6 +92,16 @@ def bootstrap_addresses(connection: KafkaConnection) -> list[tuple[str, int]]:
     return [_host_port(s) for s in connection.bootstrap_servers.split(",") if s.strip()]
 
 
+def check_broker(connection: KafkaConnection) -> None:
+    """What the first bootstrap server that answers can refuse of the settings: its
+    certificate (TLS) and the SASL credentials, each one line naming them (ConfigError,
+    exit 2), not kafka-python's silent retries until kafka_give_up_after. Anything else
+    is left to kafka-python and the app's retries."""
+    servers = bootstrap_addresses(connection)
+    check_broker_certificate(connection, servers)
+    check_sasl_credentials(connection, servers)
+
+
 def check_reachable(connection: KafkaConnection, timeout: float = 5.0) -> None:
     """Raise OSError unless some bootstrap server accepts a TCP connection.
 
@@ -145,11 +155,7 @@ class Broker:
         if group_id is not None and group_id in self._group_consumers:
             return self._group_consumers[group_id]
         check_reachable(self.connection)
-        # A broker certificate or SASL credentials the settings get wrong: one line naming
-        # them (exit 2), not kafka-python's silent retries until kafka_give_up_after.
-        servers = bootstrap_addresses(self.connection)
-        check_broker_certificate(self.connection, servers)
-        check_sasl_credentials(self.connection, servers)
+        check_broker(self.connection)
         consumer = new_consumer(
             **self.connection.kafka_kwargs(),
             client_id=self.client_id,
