@@ -43,8 +43,10 @@ def want_state_figures(wanted: bool) -> None:
 
 def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView) -> None:
     """Keep the batch's state keys (and the word count's words it added) for its metrics
-    record; a sink calls it with the state RDD it wrote. Idempotent in a batch."""
-    if not _WANTED[0]:
+    record; a sink calls it with the state RDD it wrote. The batch's second sink finds
+    its figures noted and does nothing."""
+    batch_ms = epoch_ms(batch_time)
+    if not _WANTED[0] or batch_ms in _FIGURES:
         return
     if rdd.isCheckpointed():  # Spark wrote the state's checkpoint in this batch
         succeeded("checkpoint", None)
@@ -52,7 +54,7 @@ def note_state(batch_time: datetime, rdd: RDD[Any], view: StateView) -> None:
         return
     digest = view.digest(rdd)
     added = (digest.added or 0) if view.add is add_counts else None  # keyed sums: no words
-    remember(_FIGURES, epoch_ms(batch_time), (digest.keys, added))
+    remember(_FIGURES, batch_ms, (digest.keys, added))
 
 
 def state_figures(batch_ms: int) -> tuple[int | None, int | None]:
