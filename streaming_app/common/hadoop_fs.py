@@ -67,6 +67,12 @@ class HadoopFs:
             return []
         return [status.getPath().getName() for status in self._fs.listStatus(path)]
 
+    def local_path(self, path: str) -> str | None:
+        """The path on the local file system (absolute) if `path` is on one, else None."""
+        if str(self._fs.getScheme()) != "file":
+            return None
+        return str(self._fs.makeQualified(self._path(path)).toUri().getPath())
+
     def mkdirs(self, directory: str) -> None:
         """Create a directory and its parents."""
         self._fs.mkdirs(self._path(directory))

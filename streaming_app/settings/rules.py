@@ -7,6 +7,7 @@ import re
 
 PROGRESS_SUFFIX = "_progress"
 WINDOW_SUFFIX = "_window"  # shorter than PROGRESS_SUFFIX, so the length rule covers it
+STAGING_SUFFIX = "_staging"  # the same
 # PostgreSQL silently truncates longer identifiers, which could merge two sinks' tables.
 MAX_IDENTIFIER = 63
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,62}"

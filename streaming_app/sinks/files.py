@@ -1,12 +1,13 @@
 """Files sink: each batch's totals as a base or a delta (or the window), written atomically.
 
-Runs on the driver, as an output operation, through Hadoop's FileSystem. A base
-(`totals-<batch_ms>/`, every total) is written by the executors (`saveAsTextFile`); a
-delta (`delta-<batch_ms>/`, the totals the batch changed, which the state's buckets
-carry: as many as the batch's input, not the state's keys) and the window are collected
-and written by the driver, one part file. Each is written under a temporary name and
-renamed into place; then old ones are pruned. A replayed batch writes the same again.
-The layout and how it is read back: files_layout.py.
+Runs on the driver, as an output operation, through Hadoop's FileSystem; the lines are
+written by the executors, one part file per partition (parts.py), and none passes
+through the driver. A base (`totals-<batch_ms>/`) holds every total, a delta
+(`delta-<batch_ms>/`) the totals the batch changed, which the state's buckets carry (as
+many as the batch's input, not the state's keys), a window (`window-<batch_ms>/`) the
+whole window. Each is written under a temporary name and renamed into place by the
+driver; then old ones are pruned. A replayed batch writes the same again. The layout and
+how it is read back: files_layout.py.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from streaming_app.sinks.files_layout import (
     to_prune_chain,
     totals_name,
 )
+from streaming_app.sinks.parts import write_parts
 from streaming_app.state.figures import note_state
 
 if TYPE_CHECKING:
@@ -76,14 +78,6 @@ class FilesSettings:
 
 def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
-
-
-def write_collected(fs: HadoopFs, temp: str, pairs: list[tuple[str, Any]]) -> None:
-    """A small output as one part file written by the driver (no Hadoop output job)."""
-    body = "".join(format_total(pair) + "\n" for pair in pairs)
-    fs.mkdirs(temp)
-    fs.write_atomic(_join(temp, "part-00000"), body.encode("utf-8"))
-    fs.write_atomic(_join(temp, SUCCESS_MARKER), b"")
 
 
 def complete_outputs(
@@ -131,14 +125,15 @@ def write_chain(
     fs: HadoopFs,
     settings: FilesSettings,
     batch_ms: int,
-    changed: Callable[[], list[tuple[str, Any]] | None] | None,
+    write_delta: Callable[[str], None] | None,
     write_base: Callable[[str], None],
     previous_ms: int | None = None,
     due: bool | None = None,
 ) -> str:
     """Write a batch's base or delta into the output dir, atomically; returns its kind.
 
-    changed: the totals the batch changed, collected (None: the state cannot tell);
+    write_delta: writes the totals the batch changed as part files and `_SUCCESS` into a
+    directory (None: the state cannot tell what changed);
     write_base: writes every total as part files and `_SUCCESS` into a directory;
     previous_ms: the batch time of the batch before [batch_ms minus the batch interval];
     due: whether a base is due [None: by base_ms, `base_due`]; a broken chain, or a
@@ -148,15 +143,12 @@ def write_chain(
     out = settings.output_dir
     names = fs.list_names(out)
     previous = batch_ms - settings.batch_ms if previous_ms is None else previous_ms
-    kind, broken = _plan(fs, settings, names, batch_ms, previous, changed is not None, due)
-    pairs = changed() if changed is not None and kind == DELTA else None
-    kind = TOTALS if pairs is None else DELTA
+    kind, broken = _plan(fs, settings, names, batch_ms, previous, write_delta is not None, due)
     temp = _join(out, temp_name(batch_ms, kind))
     fs.delete(temp)  # left over from a run killed while writing this batch
-    written = ""
-    if pairs is not None:
-        write_collected(fs, temp, pairs)
-        written = f" keys={len(pairs)}"
+    if kind == DELTA:
+        assert write_delta is not None
+        write_delta(temp)
     else:
         if broken:
             log.info(
@@ -175,10 +167,9 @@ def write_chain(
     took = time.monotonic() - started
     succeeded("files", took)
     log.debug(
-        "wrote %s batch_time_ms=%d%s in %.0f ms path=%s",
+        "wrote %s batch_time_ms=%d in %.0f ms path=%s",
         LINK_KINDS[kind],
         batch_ms,
-        written,
         took * 1000,
         _join(out, final),
     )
@@ -190,18 +181,20 @@ def write_totals(
 ) -> None:
     """Files sink: this batch's base (every total) or delta (what it changed), atomically.
 
-    rdd: the state's RDD, read through `view`: the changed totals come from the buckets
-    (collected once per batch for every sink), a base from every bucket (by executors).
+    rdd: the state's RDD, read through `view`: a delta from the buckets' changed totals,
+    a base from every bucket, both written by the executors.
     """
     from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
     batch_ms = epoch_ms(batch_time)
+    fs = HadoopFs(rdd.context, settings.output_dir)
+    changed = view.changed_lines(rdd, format_total)
     write_chain(
-        HadoopFs(rdd.context, settings.output_dir),
+        fs,
         settings,
         batch_ms,
-        (lambda: view.changed(rdd)) if view.bucketed and view.changes else None,
-        lambda temp: view.lines(rdd, format_total).saveAsTextFile(temp),
+        None if changed is None else lambda temp: write_parts(fs, changed, temp),
+        lambda temp: write_parts(fs, view.lines(rdd, format_total), temp),
     )
     mark_written(batch_ms, "files")
     note_state(batch_time, rdd, view)
@@ -210,25 +203,26 @@ def write_totals(
 def write_window_files(
     batch_time: datetime, rdd: RDD[tuple[str, Any]], output_dir: str, keep: int
 ) -> None:
-    """Files sink: the whole window as `window-<batch_ms>/`, in the totals' layout.
-
-    Written by the driver (one collect, one file) rather than by a Hadoop output job, which
-    costs a second or more on two cores, every slide. A replayed slide writes the same.
-    """
+    """Files sink: the whole window as `window-<batch_ms>/`, in the totals' layout, its
+    part files written by the executors. A replayed slide writes the same."""
     from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
     fs = HadoopFs(rdd.context, output_dir)
-    write_window_pairs(fs, output_dir, epoch_ms(batch_time), rdd.collect(), keep)
+    lines = rdd.map(format_total)
+    write_window(
+        fs, output_dir, epoch_ms(batch_time), lambda temp: write_parts(fs, lines, temp), keep
+    )
 
 
-def write_window_pairs(
-    fs: HadoopFs, output_dir: str, batch_ms: int, pairs: list[tuple[str, Any]], keep: int
+def write_window(
+    fs: HadoopFs, output_dir: str, batch_ms: int, write: Callable[[str], None], keep: int
 ) -> None:
-    """The window ending at batch_ms, collected, as `window-<batch_ms>/`; older ones pruned."""
+    """The window ending at batch_ms as `window-<batch_ms>/`, its part files and `_SUCCESS`
+    written into a temporary directory by `write`, then moved into place; older ones pruned."""
     temp = _join(output_dir, temp_name(batch_ms, WINDOW))
     final = _join(output_dir, totals_name(batch_ms, WINDOW))
     fs.delete(temp)  # left over from a run killed while writing this batch
-    write_collected(fs, temp, pairs)
+    write(temp)
     fs.publish_dir(temp, final)
     for name in to_prune(fs.list_names(output_dir), keep, batch_ms, WINDOW):
         fs.delete(_join(output_dir, name))

@@ -1,18 +1,22 @@
 """How the sinks and the snapshots read a state RDD: totals, changes, top keys, counts.
 
-Runs on the driver, in the output operations. With state buckets only `totals` unpacks
-the buckets (an RDD, for the outputs of every total: a files base, a snapshot). The
-changes, the tops and the counts travel in the bucket records (state/buckets.py): one
-small job per batch collects them for every sink together (the batch's digest), so they
-cost what the buckets and the batch cost, not the keys, and one Spark job however many
-sinks read them (a job costs tens of milliseconds on two cores, even an empty one). With
-one state record per key (state_buckets = 0) the state does not know what changed:
-`changed` is None, and the top and the counts scan the whole state.
+Runs on the driver, in the output operations; what it returns of the keys is an RDD,
+which the sinks' executors write (`totals`, `lines`: every total, for a files base, a
+snapshot or a table replaced; `changed`, `changed_lines`: the totals the batch changed,
+for a files delta or the postgres sink). The driver receives only the batch's digest:
+per partition its count of changed keys, its top keys, its count of keys, its sum and
+what the batch added (state/buckets.py keeps them in each bucket record, and each
+partition's task sums its buckets'), collected by one small job for every sink together,
+so it is bounded by the partitions and `top_n`, never by the keys a batch changed, and
+one Spark job however many sinks read it (a job costs tens of milliseconds on two cores,
+even an empty one). With one state record per key
+(state_buckets = 0) the state does not know what changed: `changed` is None, and the
+top and the counts scan the whole state (on the executors: `takeOrdered`, `fold`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
@@ -27,21 +31,37 @@ if TYPE_CHECKING:
 class Digest(NamedTuple):
     """What the sinks read of a batch's state besides the totals, on the driver."""
 
-    changed: list[tuple[str, Any]] | None  # the totals the batch changed (None: not asked)
-    tops: list[tuple[str, Any]]  # every bucket's top keys
+    changed: int | None  # how many totals the batch changed (None: not asked)
+    tops: list[tuple[str, Any]]  # every partition's top keys
     keys: int
     total: Any
     added: Any = None  # what the batch added to the totals (its words), None if nothing
 
 
-def _bucket_digest(record: tuple[int, Any]) -> tuple[Any, Any, int, Any, Any]:
-    bucket = record[1]
-    return bucket.changed, bucket.top, bucket.keys, bucket.total, added_of(bucket)
+def _sum(add: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else add(a, b)
 
 
-def _without_changes(record: tuple[int, Any]) -> tuple[Any, Any, int, Any, Any]:
-    bucket = record[1]
-    return None, bucket.top, bucket.keys, bucket.total, added_of(bucket)
+def _partition_digest(
+    add: Callable[[Any, Any], Any], changes: bool, records: Iterable[tuple[int, Any]]
+) -> Iterator[tuple[int | None, list[tuple[str, Any]], int, Any, Any]]:
+    """Executor side: one partition's buckets summed into one digest record, its top keys
+    the partition's top (each bucket keeps its top `top_n`; a bucket whose top is shorter
+    than its keys was cut at `top_n`, so the partition's top is as long)."""
+    changed: int | None = 0 if changes else None
+    tops: list[tuple[str, Any]] = []
+    keys, total, added, cut = 0, None, None, 0
+    for _, bucket in records:
+        if changed is not None and bucket.changed:
+            changed += len(bucket.changed)
+        if bucket.top:
+            tops.extend(bucket.top)
+            if len(bucket.top) < bucket.keys:
+                cut = len(bucket.top)
+        keys += bucket.keys
+        total = _sum(add, total, bucket.total)
+        added = _sum(add, added, added_of(bucket))
+    yield changed, top(tops, cut) if cut else tops, keys, total, added
 
 
 # The newest batch's digest: ((application, state RDD id), digest). Output operations of
@@ -54,10 +74,27 @@ _last: list[tuple[tuple[str, int], Digest]] = []
 LINES_PER_ELEMENT = 20_000
 
 
-def _bucket_lines(line: Callable[[tuple[str, Any]], str], record: tuple[int, Any]) -> Iterator[str]:
-    items = iter(bucket_items(record))
+def _joined(
+    line: Callable[[tuple[str, Any]], str], pairs: Iterable[tuple[str, Any]]
+) -> Iterator[str]:
+    items = iter(pairs)
     while chunk := list(islice(items, LINES_PER_ELEMENT)):
         yield "\n".join(map(line, chunk))
+
+
+def _bucket_lines(line: Callable[[tuple[str, Any]], str], record: tuple[int, Any]) -> Iterator[str]:
+    return _joined(line, bucket_items(record))
+
+
+def _changed_items(record: tuple[int, Any]) -> Iterator[tuple[str, Any]]:
+    changed = record[1].changed
+    return iter(changed.items()) if changed else iter(())
+
+
+def _changed_lines(
+    line: Callable[[tuple[str, Any]], str], record: tuple[int, Any]
+) -> Iterator[str]:
+    return _joined(line, _changed_items(record))
 
 
 def _key_figures(pair: tuple[str, Any]) -> tuple[int, Any]:
@@ -92,27 +129,39 @@ class StateView:
         which = (str(rdd.context.applicationId), rdd.id())
         if _last and _last[0][0] == which:
             return _last[0][1]
-        parts = rdd.map(_bucket_digest if self.changes else _without_changes).collect()
-        changed: list[tuple[str, Any]] | None = [] if self.changes else None
+        digest = partial(_partition_digest, self.add, self.changes)
+        parts = rdd.mapPartitions(digest).collect()  # one record a partition
+        changed: int | None = 0 if self.changes else None
         tops: list[tuple[str, Any]] = []
         keys, total, added = 0, None, None
         for part_changed, part_top, part_keys, part_total, part_added in parts:
             if part_changed and changed is not None:
-                changed.extend(part_changed.items())
-            if part_top:
-                tops.extend(part_top)
+                changed += part_changed
+            tops.extend(part_top)
             keys += part_keys
-            if part_total is not None:
-                total = part_total if total is None else self.add(total, part_total)
-            if part_added is not None:
-                added = part_added if added is None else self.add(added, part_added)
+            total = _sum(self.add, total, part_total)
+            added = _sum(self.add, added, part_added)
         found = Digest(changed, tops, keys, 0 if total is None else total, added)
         _last[:] = [(which, found)]
         return found
 
-    def changed(self, rdd: RDD[Any]) -> list[tuple[str, Any]] | None:
-        """The (key, total) pairs this batch changed; None when the layout cannot tell."""
-        return self.digest(rdd).changed if self.bucketed else None
+    def changed(self, rdd: RDD[Any]) -> RDD[tuple[str, Any]] | None:
+        """The (key, total) pairs this batch changed, as an RDD (the buckets' changes, on
+        the executors); None when the layout cannot tell."""
+        return rdd.flatMap(_changed_items) if self.bucketed and self.changes else None
+
+    def changed_lines(
+        self, rdd: RDD[Any], line: Callable[[tuple[str, Any]], str]
+    ) -> RDD[str] | None:
+        """The changed totals formatted by `line`, as `lines` gives every total (an element
+        per bucket, its lines joined); None when the layout cannot tell."""
+        if not (self.bucketed and self.changes):
+            return None
+        return rdd.flatMap(partial(_changed_lines, line))
+
+    def changed_count(self, rdd: RDD[Any]) -> int | None:
+        """How many totals this batch changed (the digest's); None when it cannot tell."""
+        return self.digest(rdd).changed if self.bucketed and self.changes else None
 
     def top(self, rdd: RDD[Any], n: int) -> list[tuple[str, Any]]:
         """The n keys with the highest totals (ties by key)."""

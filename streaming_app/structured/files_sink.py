@@ -4,18 +4,19 @@ Driver side, in foreachBatch; a base is written by the executors. The same layou
 DStream engine's (sinks/files.py writes it, files_layout.py reads it back, `streaming-app
 totals` prints it): a micro-batch is named by its timestamp from the offsets log, its
 chain marker names the micro-batch before, and the context is the query id. A delta holds
-the totals the micro-batch changed (collected, as the DStream engine's delta); a base,
-when one is due or the chain starts or breaks, every total, written as part files by the
-executors (files_base.py), so `output_dir` may be on any Hadoop file system and no total
-passes through the driver. A replayed micro-batch whose output is already there leaves
-it; otherwise it writes what it wrote before (same input, same state).
+the totals the micro-batch changed; a base, when one is due or the chain starts or
+breaks, every total (files_base.py). Both are written as part files by the executors
+(Spark's text writer, from Spark's own expressions), so `output_dir` may be on any Hadoop
+file system and no total passes through the driver or Python. A replayed micro-batch
+whose output is already there leaves it; otherwise it writes what it wrote before (same
+input, same state).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streaming_app.sinks.files import FilesSettings, complete_outputs, write_chain
 
@@ -39,12 +40,13 @@ def write_files(
     settings: FilesSettings,
     batch_ms: int,
     previous_ms: int,
-    changes: list[tuple[str, Any]],
+    write_delta: Callable[[str], None],
     write_base: Callable[[str], None],
     due: bool,
 ) -> str:
     """Write a micro-batch's delta (its changed totals) or base; returns its kind.
 
+    write_delta: writes the micro-batch's changed totals as part files into a directory;
     write_base: writes every total after the micro-batch as part files into a directory
     (files_base.py `base_writer`); due: whether a base is due (a chain that broke makes
     one all the same).
@@ -53,4 +55,4 @@ def write_files(
     if kind is not None:
         log.info("files sink: batch_time_ms=%d was written before the restart (%s)", batch_ms, kind)
         return kind
-    return write_chain(fs, settings, batch_ms, lambda: changes, write_base, previous_ms, due)
+    return write_chain(fs, settings, batch_ms, write_delta, write_base, previous_ms, due)

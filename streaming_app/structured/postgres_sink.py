@@ -1,17 +1,17 @@
 """The postgres sink of the structured engine: each micro-batch's changed totals, exactly once.
 
 Driver side, in foreachBatch, through the DStream engine's writer (sinks/postgres/): the
-same tables, the same connection retries, the DSN from today's config or environment. In
-one transaction it locks the progress row, decides from it (`plan_micro_batch`), applies
-the totals the micro-batch changed and records the micro-batch in the progress row. The
-progress row's identity is the table, as with DStreams; its source position names the
-query (`context`, the query id in the checkpoint's `metadata`, which plays the DStream
-context's part) and the micro-batch id (`batch_id`), with the Kafka end offsets from the
-offsets log. A micro-batch id the row already covers is a replay: skipped. A micro-batch
-whose table does not hold the one before (micro-batch 0, a table another run wrote, the
-sink added later, a table dropped) writes every total and replaces the table's rows, as
-the DStream sink does after a gap: read from the state on the executors, collected once
-for the one connection (as the DStream sink collects them).
+same tables, the same staging, the same connection retries, the DSN from today's config
+or environment. The executors stage the micro-batch's changed totals (staging.py, a task
+a partition); then one transaction locks the progress row, decides from it
+(`plan_micro_batch`), merges the staged rows and records the micro-batch in the progress
+row. The progress row's identity is the table, as with DStreams; its source position
+names the query (`context`, the query id in the checkpoint's `metadata`, which plays the
+DStream context's part) and the micro-batch id (`batch_id`), with the Kafka end offsets
+from the offsets log. A micro-batch id the row already covers is a replay: skipped. A
+micro-batch whose table does not hold the one before (micro-batch 0, a table another run
+wrote, the sink added later, a table dropped) stages every total, read from the state on
+the executors, and replaces the table's rows, as the DStream sink does after a gap.
 """
 
 from __future__ import annotations
@@ -104,12 +104,13 @@ def write_postgres(
     context: str,
     batch_id: int,
     batch_ms: int,
-    changes: list[tuple[str, Any]],
+    changes: RDD[tuple[str, Any]],
     offset: Any,
     every: Callable[[], RDD[tuple[str, Any]]],
 ) -> str:
     """Write a micro-batch's changed totals (or every total) and its progress row.
 
+    changes: the micro-batch's changed totals as exact pairs, on the executors;
     offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for the row;
     every: every total after the micro-batch as exact pairs (totals.EveryTotal.pairs),
     read when the table does not hold the micro-batch before.
@@ -123,9 +124,9 @@ def write_postgres(
     writer = writer_for(config.postgres_table, config.job == "keyed-sum")
     whole = needs_every_total(writer.last_progress(), context, batch_id)
     if whole is not None:
-        rows = every().collect() if whole else changes
+        rows = every() if whole else changes
         plan = plan_micro_batch(writer.table, context, batch_id, whole)
-        if writer.write_batch(batch_ms, rows, position, plan=plan):
+        if writer.write_staged(rows, batch_ms, position, plan=plan):
             return "every total" if whole and batch_id else "written"
     log.info(
         "postgres sink: batch_id=%d batch_time_ms=%d was written before the restart; skipped",

@@ -1,20 +1,23 @@
 """The structured engine's sinks: one foreachBatch function, idempotent per batch id.
 
 Driver side: Spark calls `BatchSinks` once per micro-batch with the totals it changed (the
-aggregation's output in update mode) and its batch id. The micro-batch runs once (the
-frame is cached) and its changed totals are collected once (as many as the micro-batch
-has keys, like a DStream delta); the micro-batch's time is its timestamp in the offsets
-log, the same on a replay. Then each configured sink writes: the files sink a delta, or a
-base that the executors write (files_sink.py), the postgres sink the changed totals, or
-every total after a gap, and the micro-batch's progress row in one transaction
-(postgres_sink.py), the console the DStream engine's line, over the totals this
-micro-batch changed (the state is not scanned every batch); then the snapshot, when one
-is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
-after a gap need, is read once a micro-batch (totals.py `EveryTotal`). A recovered
-query's first micro-batch leaves a base and a snapshot that fell due while the app was
-down to the micro-batch after it (`Deferred`): its output goes out sooner. Each sink skips
-on its own what it wrote before a restart. What the sources skipped or repaired is
-warned of from the query's problem accumulator (problems.py).
+aggregation's output in update mode) and its batch id; the driver plans and commits, the
+executors move the rows. The micro-batch runs once: its changed totals are checkpointed
+where they are (`localCheckpoint`, the executors' blocks), so that every sink and every
+total read them without running the micro-batch again; the micro-batch's time is its
+timestamp in the offsets log, the same on a replay. Then each configured sink writes: the
+files sink a delta or a base, as part files written by the executors (files_sink.py,
+files_base.py), the postgres sink the changed totals, or every total after a gap, staged
+by the executors and merged with the micro-batch's progress row in one transaction
+(postgres_sink.py), the console the DStream engine's line over the totals this
+micro-batch changed, its top N ranked on the executors; then the snapshot, when one is
+due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
+after a gap need, is read once a micro-batch (totals.py `EveryTotal`). The driver receives
+a count and the top N, never the micro-batch's rows. A recovered query's first
+micro-batch leaves a base and a snapshot that fell due while the app was down to the
+micro-batch after it (`Deferred`): its output goes out sooner. Each sink skips on its own
+what it wrote before a restart. What the sources skipped or repaired is warned of from
+the query's problem accumulator (problems.py).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from streaming_app.common.prometheus import count_bad_values
 from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
-from streaming_app.state.buckets import top
 from streaming_app.structured import problems
 from streaming_app.structured.files_base import base_writer
 from streaming_app.structured.files_sink import write_files
@@ -39,7 +41,7 @@ from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.snapshot_writer import snapshot_due, write_snapshot
 from streaming_app.structured.state_layout import value_type
-from streaming_app.structured.totals import EveryTotal, collect_pairs
+from streaming_app.structured.totals import EveryTotal, exact_pair, top_pairs, total_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,30 +95,25 @@ class BatchSinks:
         snapshot if one is due."""
         spark = batch.sparkSession
         started = time.monotonic()
-        batch.persist()  # the micro-batch runs once, whatever the sinks read of it
         every: EveryTotal | None = None
+        changes: DataFrame | None = None
         try:
             with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
-                changes = collect_pairs(batch)  # the micro-batch runs here
-                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, batch, changes)
-                self._write(batch, batch_id, changes, every, started)
+                # The micro-batch runs here, once, whatever the sinks read of it.
+                changes = batch.localCheckpoint(eager=True)
+                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, changes)
+                self._write(changes, batch_id, every, started)
         finally:
             if every is not None:
                 every.release()
-            batch.unpersist()
+            if changes is not None:
+                changes.unpersist()
 
-    def _write(
-        self,
-        batch: DataFrame,
-        batch_id: int,
-        changes: list[tuple[str, Any]],
-        every: EveryTotal,
-        started: float,
-    ) -> None:
+    def _write(self, changes: DataFrame, batch_id: int, every: EveryTotal, started: float) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
         config = self.config
-        spark = batch.sparkSession
+        spark = changes.sparkSession
         sc = spark.sparkContext
         checkpoint = HadoopFs(sc, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
@@ -147,19 +144,21 @@ class BatchSinks:
         written = []
         for sink in config.sinks:
             if sink == "console":
-                best = top(changes, config.top_n)
+                best = top_pairs(changes, config.top_n)
                 print_line(datetime.fromtimestamp(batch_ms / 1000), best)
             elif sink == "files":
                 assert files is not None
                 fs = HadoopFs(sc, files.output_dir)
                 write_base = base_writer(fs, files.output_dir, context, before, every, snapshot)
-                kind = write_files(fs, files, batch_ms, before, changes, write_base, base)
+                write_delta = total_lines(changes).write.text  # by the executors
+                kind = write_files(fs, files, batch_ms, before, write_delta, write_base, base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
+                rows = changes.rdd.map(exact_pair)
                 done = write_postgres(
-                    config, context, batch_id, batch_ms, changes, offset, every.pairs
+                    config, context, batch_id, batch_ms, rows, offset, every.pairs
                 )
                 written.append(f"postgres: {done}")
         if snapshot:
@@ -168,7 +167,7 @@ class BatchSinks:
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,
             batch_ms,
-            len(changes),
+            changes.count(),
             "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,
         )

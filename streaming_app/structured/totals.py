@@ -8,6 +8,8 @@ so a micro-batch costs what its input costs and Python only reads, tokenizes and
 (`statestore`, one task per state partition); `every_total` lays a micro-batch's changes
 over the totals of the micro-batch before: every total after it, never collected, and
 `EveryTotal` reads it once a micro-batch for the base, the snapshot and the postgres sink.
+Nothing here brings a key to the driver but `top_pairs` (the console's top N, each
+partition's top N ranked where it is).
 `snapshot_lines` and `total_lines` are Spark's own expressions for the snapshot's JSON
 lines and the files sink's lines, what `format_line` and `format_total` write of the
 exact pairs: a base or a snapshot of every total never passes through Python.
@@ -51,9 +53,9 @@ def every_total(
 
     Micro-batch 0 changed every total there is (a restored snapshot's come in as its
     input); a later one's are laid over the committed totals of the one before, all but
-    those of `keys()` (the changed keys, a frame that does not read `changes`: a plan that
-    reads the micro-batch twice gets a new instance of it the second time, which misses
-    its cache, and Spark runs the micro-batch's state operator again).
+    those of `keys()` (the changed keys). `changes` must be checkpointed (sinks.py): a
+    plan that reads a micro-batch's own frame twice gets a new instance of it the second
+    time, which misses its cache, and Spark runs the micro-batch's state operator again.
     """
     if batch_id == 0:
         return changes
@@ -68,22 +70,17 @@ class EveryTotal:
     A files base, a snapshot and the postgres sink after a gap each need every total;
     `frame` reads them (every_total, on the executors) into a cached frame the first time
     it is called, and `release` drops that cache at the micro-batch's end. `changes` is
-    the micro-batch (cached), `pairs` its changed totals as the driver collected them.
+    the micro-batch's changed totals, checkpointed on the executors (sinks.py), so that a
+    plan may read it twice without running the micro-batch again.
     """
 
     def __init__(
-        self,
-        spark: SparkSession,
-        checkpoint: str,
-        batch_id: int,
-        changes: DataFrame,
-        pairs: list[tuple[str, Any]],
+        self, spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
     ) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
         self.batch_id = batch_id
         self.changes = changes
-        self.changed = pairs
         self._frame: DataFrame | None = None
 
     def frame(self) -> DataFrame:
@@ -98,14 +95,11 @@ class EveryTotal:
         return self._frame
 
     def _keys(self) -> DataFrame:
-        """The changed keys as a frame of their own (a local relation, through Arrow)."""
-        import pyarrow as pa
-
-        keys = pa.array([key for key, _ in self.changed], pa.string())
-        return self.spark.createDataFrame(pa.table({KEY: keys}))
+        """The changed keys (read from the checkpointed changes, on the executors)."""
+        return self.changes.select(KEY)
 
     def pairs(self) -> RDD[tuple[str, Any]]:
-        """Every total as exact (key, total) pairs, for a writer in Python."""
+        """Every total as exact (key, total) pairs, for a writer in Python (executors)."""
         return self.frame().rdd.map(exact_pair)
 
     def release(self) -> None:
@@ -115,13 +109,16 @@ class EveryTotal:
             self._frame = None
 
 
-def collect_pairs(frame: DataFrame) -> list[tuple[str, Any]]:
-    """A small frame of (key, total), such as a micro-batch's changes, as exact pairs on
-    the driver: through Arrow, about a quarter of what `collect`'s rows cost."""
-    table = frame.toArrow()
-    keys = table.column(0).to_pylist()
-    totals = table.column(1).to_pylist()
-    return [(key, exact(total)) for key, total in zip(keys, totals, strict=True)]
+def top_pairs(frame: DataFrame, n: int) -> list[tuple[str, Any]]:
+    """The `n` first (key, total) of a frame by `rank` (highest total, then key), as exact
+    pairs: Spark's `TakeOrderedAndProject` ranks each partition's top n on the executors,
+    so n rows a partition at most reach the driver."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    if n <= 0:
+        return []
+    ranked = frame.orderBy(F.col(TOTAL).desc(), F.col(KEY).asc()).limit(n)
+    return [exact_pair(row) for row in ranked.collect()]
 
 
 def exact_pair(row: Any) -> tuple[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from streaming_app.errors import SinkError
-from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX
+from streaming_app.settings.rules import PROGRESS_SUFFIX, STAGING_SUFFIX, WINDOW_SUFFIX
 from streaming_app.sinks.postgres.writer import read_totals, redact_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -46,10 +46,11 @@ def pg_table(pg_dsn: str) -> Iterator[str]:
     yield table
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}, {}").format(
                 sql.Identifier(table),
                 sql.Identifier(table + PROGRESS_SUFFIX),
                 sql.Identifier(table + WINDOW_SUFFIX),
+                sql.Identifier(table + STAGING_SUFFIX),
             )
         )
 

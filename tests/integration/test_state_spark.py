@@ -120,7 +120,15 @@ def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc:
         state = next_state(
             datetime.now(), state, _batch(sc, lines), PARTITIONS, update_count, top_n=5
         ).cache()
-        assert dict(view.changed(state) or []) == {w: totals[w] for w in batch_counts}
+        changed = view.changed(state)
+        assert changed is not None
+        assert dict(changed.collect()) == {w: totals[w] for w in batch_counts}
+        assert view.changed_count(state) == len(batch_counts)
+        changed_lines = view.changed_lines(state, format_total)
+        assert changed_lines is not None
+        assert sorted("\n".join(changed_lines.collect()).split("\n")) == sorted(
+            format_total((w, totals[w])) for w in batch_counts
+        )
         assert view.top(state, 5) == sorted(totals.items(), key=lambda p: (-p[1], p[0]))[:5]
         assert view.figures(state) == (len(totals), sum(totals.values()))
         assert dict(view.totals(state).collect()) == totals
@@ -137,5 +145,7 @@ def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc:
     idle = next_state(
         datetime.now(), state, sc.parallelize([], PARTITIONS), PARTITIONS, update_count, top_n=5
     )
-    assert view.changed(idle) == []
+    changed = view.changed(idle)
+    assert changed is not None and changed.collect() == []
+    assert view.changed_count(idle) == 0
     assert view.figures(idle) == (len(totals), sum(totals.values()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from streaming_app.errors import SinkSetupError
-from streaming_app.settings.rules import WINDOW_SUFFIX
+from streaming_app.settings.rules import STAGING_SUFFIX, WINDOW_SUFFIX
 
 if TYPE_CHECKING:
     import psycopg
@@ -34,11 +34,15 @@ def create_schema(
     totals: sql.Identifier,
     progress: sql.Identifier,
     value_type: sql.SQL,
+    staging: sql.Identifier,
 ) -> None:
-    """Create the totals and progress tables if missing, then check they suit this job.
+    """Create the totals, progress and staging tables if missing, then check they suit
+    this job.
 
     Two processes creating the same table at once can both pass IF NOT EXISTS and collide
-    on pg_type; the transaction-scoped advisory lock serialises them.
+    on pg_type; the transaction-scoped advisory lock serialises them. The staging table
+    (staging.py) is UNLOGGED: what it holds lives from a batch's staging to its merge, and
+    a crash of the server that empties it is caught by the merge's count check.
     """
     check_encoding(conn, table)
     with conn.transaction():
@@ -57,7 +61,14 @@ def create_schema(
                 " updated_at timestamptz NOT NULL DEFAULT now())"
             ).format(progress)
         )
-        for name in (table, table + WINDOW_SUFFIX):  # the window table, if there is one
+        conn.execute(
+            sql.SQL(
+                "CREATE UNLOGGED TABLE IF NOT EXISTS {} (sink text NOT NULL,"
+                " batch_ms bigint NOT NULL, part integer NOT NULL, word text NOT NULL,"
+                " count {} NOT NULL)"
+            ).format(staging, value_type)
+        )
+        for name in (table, table + WINDOW_SUFFIX, table + STAGING_SUFFIX):
             check_value_type(conn, name, value_type.as_string(None))
 
 

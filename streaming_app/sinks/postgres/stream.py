@@ -1,10 +1,13 @@
 """The postgres sink as an output operation: each batch's changed totals in one transaction.
 
-Runs on the driver each batch: the changed rows are collected by one Spark job and
-written by the driver's one connection, with the progress row (batch time, source
-position) in the same transaction. The DSN is today's (from config or environment),
-never checkpointed: it may carry a password, and a restarted driver must be able to
-point at a moved server.
+Runs on the driver each batch, which plans and commits: the executors COPY the changed
+rows (or every total, after a gap) into the staging table, a task a partition, and the
+driver's one transaction merges them with the progress row (batch time, source position)
+(writer.py, staging.py); the driver receives a count per partition, never a row. The DSN
+is today's (from config or environment), never checkpointed: it may carry a password,
+and a restarted driver must be able to point at a moved server. It reaches the
+executors inside each batch's staging tasks, as Spark ships any task (encrypted on a
+cluster secured as docs/security.md says).
 """
 
 from __future__ import annotations
@@ -133,8 +136,7 @@ def write_window_postgres(
 
     batch_ms = epoch_ms(batch_time)
     with app_errors_in_one_line(rdd.context):
-        rows = rdd.collect()
-        if not writer_for(target.table, target.numeric).write_window(batch_ms, rows):
+        if not writer_for(target.table, target.numeric).write_window_staged(rdd, batch_ms):
             log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 
@@ -157,17 +159,19 @@ def _row(item: tuple[str, tuple[int, bool]]) -> tuple[str, int]:
     return item[0], item[1][0]
 
 
-def _rows(rdd: RDD[Any], view: StateView | None, whole: bool) -> list[tuple[str, Any]]:
-    """The rows to write: all totals, or those the batch changed (one job either way).
+def _rows(rdd: RDD[Any], view: StateView | None, whole: bool) -> RDD[tuple[str, Any]]:
+    """The rows to write, an RDD that the executors stage: all totals, or those the batch
+    changed.
 
     With a view, `rdd` is the state's and the buckets know their changes; without one,
     it is with_changes' (a join of every total with the batch, for one record per key).
     """
     if view is not None and view.bucketed:
-        return view.totals(rdd).collect() if whole else view.changed(rdd) or []
+        changed = None if whole else view.changed(rdd)
+        return view.totals(rdd) if changed is None else changed
     if whole:
-        return rdd.map(_row).collect()
-    return rdd.filter(_changed).map(_row).collect()
+        return rdd.map(_row)
+    return rdd.filter(_changed).map(_row)
 
 
 def write_postgres(
@@ -209,12 +213,11 @@ def _write_totals(
         "context": target.context_id,
         **batch_position(fs, target.source, target.checkpoint_dir, batch_ms),
     }
-    if writer.write_batch(batch_ms, rows, position, replace=whole):
+    if writer.write_staged(rows, batch_ms, position, replace=whole):
         log.debug(
-            "postgres batch_time_ms=%d table=%s rows=%d%s",
+            "postgres batch_time_ms=%d table=%s%s",
             batch_ms,
             target.table,
-            len(rows),
             " (all totals)" if whole else "",
         )
     mark_written(batch_ms, "postgres")

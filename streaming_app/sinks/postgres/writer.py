@@ -1,133 +1,85 @@
-"""PostgreSQL sink: each batch's changed word totals and its progress row in one transaction."""
+"""PostgreSQL sink, driver side: each batch's staged rows merged with its progress row in
+one transaction.
+
+The rows of a batch reach the database without the driver: the executors COPY them into
+the staging table `<table>_staging` (staging.py), a task a partition. The driver then runs
+one transaction (`merge_staged`): it locks the progress row and decides from it (a replay
+changes nothing; after a gap the rows are every total and replace the table), checks that
+every partition's staged rows are all there (an UNLOGGED table is emptied by a crash of
+the server), merges them into the table, records the batch and its source position in the
+progress row, and removes the staged rows. Connection failures are retried with backoff;
+a connection lost during COMMIT is decided from the progress row, read again under its
+lock. `write_batch` and `write_window` do the same for rows the driver holds (the tests'
+and tools' way in).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import os
-import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 
 from streaming_app.common.prometheus import timed
 from streaming_app.common.retry import with_retries
-from streaming_app.errors import SinkSetupError
-from streaming_app.settings.rules import PROGRESS_SUFFIX, WINDOW_SUFFIX, validate_table_name
-from streaming_app.sinks.postgres.failures import classify, first_line, secrets_of
+from streaming_app.errors import SinkError
+from streaming_app.settings.rules import STAGING_SUFFIX, WINDOW_SUFFIX, validate_table_name
+from streaming_app.sinks.postgres.connection import (
+    Connection,
+    PostgresUnavailableError,
+    connect,
+    identifiers,
+    name_parts,
+    parse_dsn,
+    redact_dsn,
+    server_of,
+)
+from streaming_app.sinks.postgres.failures import classify, secrets_of
 from streaming_app.sinks.postgres.schema import (
-    CLIENT_ENCODING,
     SCHEMA_LOCK,
     create_schema,
     create_window_table,
 )
+from streaming_app.sinks.postgres.staging import StagingTarget, copy_rows, run_staging
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+__all__ = [
+    "Plan",
+    "PostgresUnavailableError",
+    "PostgresWriter",
+    "Progress",
+    "StagedRowsMissingError",
+    "read_progress",
+    "read_totals",
+    "redact_dsn",
+    "validate_table_name",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Connection = psycopg.Connection[tuple[Any, ...]]
 # A progress row as read under its lock: the batch time and the source position recorded.
 Progress = tuple[int, Any]
 # Given the locked progress row (None before the first batch): None if the batch is already
 # written (a replay), else whether its rows are all the totals (replace) or the changes.
 Plan = Callable[[Progress | None], bool | None]
 
-# Keepalives and a TCP user timeout turn a vanished server into an error within about a
-# minute instead of a hang of the OS default (hours). A DSN may override them.
-_CONNECT_DEFAULTS = {
-    "application_name": "streaming-app",
-    "keepalives": "1",
-    "keepalives_idle": "30",
-    "keepalives_interval": "10",
-    "keepalives_count": "3",
-    "tcp_user_timeout": "60000",
-}
-# The server's side of the same keepalives, set for the sink's session: a session whose
-# client vanished while the server waited for its next statement (a COMMIT lost on the
-# way) would otherwise keep its transaction, and the progress row's lock with it, until
-# the server's own TCP keepalive gives up (two hours by default); every later attempt of
-# the batch would wait for that lock. Set with SET, not the startup `options`, which
-# poolers such as PgBouncer refuse.
-_SERVER_KEEPALIVES = (
-    ("keepalives_idle", "tcp_keepalives_idle"),
-    ("keepalives_interval", "tcp_keepalives_interval"),
-    ("keepalives_count", "tcp_keepalives_count"),
-)
-_URI = re.compile(r"(\s*postgres(?:ql)?://)([^/?#]*)(.*)", re.IGNORECASE | re.DOTALL)
-_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
-# The "=" is optional so that a malformed "password secret" is masked too.
-_KEYWORD_PASSWORD = re.compile(
-    r"((?:^|(?<=\s))(?:ssl)?password\s*=?\s*)('(?:\\.|[^'\\])*(?:'|\\?)|(?:\\.|[^\s\\])*\\?)",
-    re.IGNORECASE | re.DOTALL,
-)
+
+# How often a batch is staged before the missing staged rows end the run.
+MERGE_ATTEMPTS = 3
 
 
-class PostgresUnavailableError(ConnectionError):
-    """PostgreSQL cannot be reached or dropped the connection: worth retrying."""
-
-
-def redact_dsn(dsn: str) -> str:
-    """The DSN (URI or key=value form) with every password shown as ***."""
-    uri = _URI.fullmatch(dsn)
-    if uri is None:
-        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
-    scheme, netloc, rest = uri.groups()
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
-    return scheme + netloc + _QUERY_PASSWORD.sub(r"\1***", rest)
-
-
-def _parse_dsn(dsn: str) -> dict[str, Any]:
-    try:
-        return conninfo_to_dict(dsn)
-    except psycopg.Error as exc:
-        shown = redact_dsn(dsn)
-        # libpq quotes the piece it cannot parse, which may hold a password: show a quoted
-        # piece only if the redacted DSN shows it anyway.
-        reason = re.sub(r'"([^"]*)"', lambda m: m[0] if m[1] in shown else '"***"', first_line(exc))
-        # A setting to fix (exit 2): a supervisor's restart would fail the same way.
-        raise SinkSetupError(
-            f"postgres_dsn: invalid PostgreSQL DSN {shown}: {reason}; fix the DSN"
-        ) from None
-
-
-def _server(params: Mapping[str, Any]) -> str:
-    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "socket"
-    return f"{host}:{params.get('port') or os.environ.get('PGPORT') or 5432}"
-
-
-def _connect(params: Mapping[str, Any], timeout: float) -> Connection:
-    # The client encoding is the sink's, whatever the DSN or PGCLIENTENCODING say: with the
-    # database's default, a SQL_ASCII database returns text as bytes (schema.py).
-    options = {
-        **_CONNECT_DEFAULTS,
-        **params,
-        "client_encoding": CLIENT_ENCODING,
-        "connect_timeout": max(1, math.ceil(timeout)),
-    }
-    conn = psycopg.connect(autocommit=True, **options)
-    try:
-        settings = [(server, str(options[client])) for client, server in _SERVER_KEEPALIVES]
-        query = ", ".join("set_config(%s, %s, false)" for _ in settings)
-        conn.execute(f"SELECT {query}", [value for pair in settings for value in pair])
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _identifiers(table: str, suffix: str = "") -> tuple[sql.Identifier, sql.Identifier]:
-    schema, _, name = validate_table_name(table).rpartition(".")
-    prefix = [schema] if schema else []
-    return sql.Identifier(*prefix, name + suffix), sql.Identifier(*prefix, name + PROGRESS_SUFFIX)
+class StagedRowsMissingError(Exception):
+    """Fewer staged rows than the tasks reported (the server restarted after a crash, or
+    someone deleted them): the merge is rolled back and the batch staged again."""
 
 
 class PostgresWriter:
@@ -153,13 +105,14 @@ class PostgresWriter:
         assert value_type in ("bigint", "numeric")
         self.value_type = sql.SQL(value_type)
         self.redacted_dsn = redact_dsn(dsn)
-        self._params = _parse_dsn(dsn)
-        self.server = _server(self._params)
+        self._params = parse_dsn(dsn)
+        self.server = server_of(self._params)
         self.connect_timeout = connect_timeout
         self.give_up_after = give_up_after
         self._stop = stop if stop is not None else threading.Event()
-        self._totals, self._progress = _identifiers(table)
-        self._window = _identifiers(table, WINDOW_SUFFIX)[0]
+        self._totals, self._progress = identifiers(table)
+        self._window = identifiers(table, WINDOW_SUFFIX)[0]
+        self._staging = identifiers(table, STAGING_SUFFIX)[0]
         self._conn: Connection | None = None
         self._schema_ready = False
 
@@ -175,7 +128,8 @@ class PostgresWriter:
         self.close()
 
     def ensure_schema(self, retry: bool = True) -> None:
-        """Create the totals and progress tables if missing (safe from concurrent processes).
+        """Create the totals, progress and staging tables if missing (safe from concurrent
+        processes).
 
         SinkSetupError if they or the database do not suit the job. Without `retry`, one
         attempt: an unreachable server raises PostgresUnavailableError.
@@ -190,17 +144,115 @@ class PostgresWriter:
         progress = self.last_progress()
         return None if progress is None else progress[0]
 
-    def last_progress(self) -> tuple[int, Any] | None:
+    def last_progress(self, sink: str = "") -> tuple[int, Any] | None:
         """The last batch written and the source position recorded with it, or None."""
         query = sql.SQL("SELECT batch_ms, source_position FROM {} WHERE sink = %s").format(
             self._progress
         )
 
         def read(conn: Connection) -> tuple[int, Any] | None:
-            row = conn.execute(query, [self.table]).fetchone()
+            row = conn.execute(query, [sink or self.table]).fetchone()
             return None if row is None else (int(row[0]), row[1])
 
         return self._run("reading progress from", read)
+
+    def staging_target(self, batch_ms: int, window: bool = False) -> StagingTarget:
+        """Where the executors stage a batch's rows (or a window's, by its end)."""
+        return StagingTarget(
+            dict(self._params),
+            name_parts(self.table, STAGING_SUFFIX),
+            self.table + WINDOW_SUFFIX if window else self.table,
+            batch_ms,
+            self.connect_timeout,
+        )
+
+    def stage(self, rows: RDD[Any], batch_ms: int, window: bool = False) -> dict[int, int]:
+        """Stage a batch's (key, value) rows by the executors, each partition's task its own
+        rows; {partition: rows}. What an earlier attempt of the batch left is removed
+        first. A task's connection failure is retried as the writer's own."""
+        target = self.staging_target(batch_ms, window)
+        what = f"PostgreSQL sink {self.table} at {self.redacted_dsn}"
+
+        def attempt() -> dict[int, int]:
+            self._run("clearing the staged rows in", lambda conn: self._clear(conn, target))
+            return run_staging(rows, target, what)
+
+        with timed("postgres"):
+            return with_retries(
+                f"staging batch_time_ms={batch_ms} in PostgreSQL at {self.server} "
+                f"(table {self.table})",
+                attempt,
+                self._stop,
+                retry_on=(PostgresUnavailableError,),
+                give_up_after=self.give_up_after,
+                setting="postgres_give_up_after",
+                peer="postgres",
+            )
+
+    def merge_staged(
+        self,
+        batch_ms: int,
+        counts: Mapping[int, int],
+        source_position: Any = None,
+        replace: bool = False,
+        plan: Plan | None = None,
+    ) -> bool:
+        """Merge the batch's staged rows and record its progress, in one transaction;
+        False if the batch was written already.
+
+        counts: each partition's staged rows, as its task reported them. By default a
+        batch time at or before the recorded one is a replay: it changes nothing. With
+        `replace`, the rows are all the totals: words not among them are deleted. `plan`,
+        if given, decides both from the progress row, read under its lock in the same
+        transaction (it may raise SinkError, which rolls the transaction back). Staged
+        rows fewer than `counts` raise StagedRowsMissingError (nothing merged).
+        """
+        # Non-ASCII as it is: a SQL_ASCII database refuses jsonb's \u escapes above 007F.
+        position = (
+            None if source_position is None else json.dumps(source_position, ensure_ascii=False)
+        )
+
+        def by_time(previous: Progress | None) -> bool | None:
+            return None if previous is not None and previous[0] >= batch_ms else replace
+
+        def merge(conn: Connection) -> bool:
+            return self._merge(conn, batch_ms, counts, position, plan or by_time)
+
+        with timed("postgres"):
+            written = self._commit(batch_ms, merge)
+        rows = sum(counts.values())
+        if written:
+            log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, rows, self.table)
+        else:
+            log.debug("skipped batch_time_ms=%d: already written to %s", batch_ms, self.table)
+        return written
+
+    def write_staged(
+        self,
+        rows: RDD[Any],
+        batch_ms: int,
+        source_position: Any = None,
+        replace: bool = False,
+        plan: Plan | None = None,
+    ) -> bool:
+        """Write a batch's (key, total) rows, an RDD, through the staging table: staged by
+        the executors (`stage`), then merged (`merge_staged`); False if already written."""
+        return self._staged(
+            lambda: self.stage(rows, batch_ms),
+            lambda counts: self.merge_staged(batch_ms, counts, source_position, replace, plan),
+        )
+
+    def write_window_staged(self, rows: RDD[Any], batch_ms: int) -> bool:
+        """Replace `<table>_window` by the window ending at batch_ms, an RDD of (key,
+        count) rows staged by the executors; False if not newer than the recorded one
+        (then nothing is staged)."""
+        recorded = self.last_progress(self.table + WINDOW_SUFFIX)
+        if recorded is not None and recorded[0] >= batch_ms:
+            return False
+        return self._staged(
+            lambda: self.stage(rows, batch_ms, window=True),
+            lambda counts: self.merge_window(batch_ms, counts),
+        )
 
     def write_batch(
         self,
@@ -210,52 +262,45 @@ class PostgresWriter:
         replace: bool = False,
         plan: Plan | None = None,
     ) -> bool:
-        """Write the batch's totals and progress in one transaction; False if already written.
-
-        By default a batch time at or before the recorded one is a replay: it changes
-        nothing. With `replace`, the rows are all the totals: words not among them are
-        deleted. `plan`, if given, decides both from the progress row, read under its lock
-        in the same transaction (it may raise SinkError, which rolls the transaction back).
-        """
-        staged = list(rows)  # a retry writes the same rows again, so an iterator is read once
-        # Non-ASCII as it is: a SQL_ASCII database refuses jsonb's \u escapes above 007F.
-        position = (
-            None if source_position is None else json.dumps(source_position, ensure_ascii=False)
+        """`write_staged` of rows this process holds, staged by it (one partition)."""
+        staged = list(rows)  # staged again on a retry, so an iterator is read once
+        return self._staged(
+            lambda: self._stage_here(batch_ms, staged),
+            lambda counts: self.merge_staged(batch_ms, counts, source_position, replace, plan),
         )
 
-        def by_time(previous: Progress | None) -> bool | None:
-            return None if previous is not None and previous[0] >= batch_ms else replace
-
-        # A connection lost during COMMIT leaves the batch in doubt: the server may have
-        # committed it or not. The next attempt decides from the progress row, which it
-        # reads under its lock, so after the doubtful transaction has ended either way.
-        committing = in_doubt = False
+    def merge_window(self, batch_ms: int, counts: Mapping[int, int]) -> bool:
+        """Replace `<table>_window` by the window ending at batch_ms, staged by the
+        executors, in one transaction; False if not newer than the recorded one."""
+        sink = self.table + WINDOW_SUFFIX
 
         def write(conn: Connection) -> bool:
-            nonlocal committing, in_doubt
-            in_doubt, committing = in_doubt or committing, False
-            with conn.transaction():
-                written = self._write(conn, batch_ms, staged, position, plan or by_time)
-                committing = True  # leaving the block sends COMMIT
-            committing = False
-            return written
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
+            create_window_table(conn, self._window, self.value_type)
+            previous = self._lock_progress(conn, batch_ms, sink)
+            if previous is not None and previous[0] >= batch_ms:
+                return False
+            conn.execute(sql.SQL("DELETE FROM {}").format(self._window))
+            staged = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (word, count, window_end_ms) SELECT word, count, batch_ms"
+                    " FROM {} WHERE sink = %s AND batch_ms = %s"
+                ).format(self._window, self._staging),
+                [sink, batch_ms],
+            ).rowcount
+            self._check_staged(conn, sink, batch_ms, counts, staged)
+            self._record(conn, sink, batch_ms, None, staged)
+            return True
 
-        with timed("postgres"):
-            written = self._run(f"writing batch_time_ms={batch_ms} to", write)
-        if in_doubt:
-            log.warning(
-                "batch_time_ms=%d: the connection to PostgreSQL at %s (table %s) broke during "
-                "its COMMIT; the progress row shows %s",
-                batch_ms,
-                self.server,
-                self.table,
-                "it was not committed: written now" if written else "it committed: not rewritten",
-            )
-        if written:
-            log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, len(staged), self.table)
-        else:
-            log.debug("skipped batch_time_ms=%d: already written to %s", batch_ms, self.table)
-        return written
+        return self._commit(batch_ms, write, "the window at ")
+
+    def write_window(self, batch_ms: int, rows: Iterable[tuple[str, Any]]) -> bool:
+        """`write_window_staged` of rows this process holds, staged by it."""
+        staged = list(rows)
+        return self._staged(
+            lambda: self._stage_here(batch_ms, staged, window=True),
+            lambda counts: self.merge_window(batch_ms, counts),
+        )
 
     def close(self) -> None:
         """Close the connection; the next call connects again."""
@@ -265,6 +310,69 @@ class PostgresWriter:
                 conn.close()
             except psycopg.Error:
                 log.debug("error closing a PostgreSQL connection", exc_info=True)
+
+    def _staged(
+        self, stage: Callable[[], dict[int, int]], merge: Callable[[dict[int, int]], bool]
+    ) -> bool:
+        """Stage, then merge; staged again when the merge finds staged rows missing."""
+        attempt = 1
+        while True:
+            counts = stage()
+            try:
+                return merge(counts)
+            except StagedRowsMissingError as exc:
+                if attempt == MERGE_ATTEMPTS:
+                    raise SinkError(f"PostgreSQL sink {self.table}: {exc}") from None
+                log.warning("%s", exc)
+                attempt += 1
+
+    def _stage_here(
+        self, batch_ms: int, rows: list[tuple[str, Any]], window: bool = False
+    ) -> dict[int, int]:
+        target = self.staging_target(batch_ms, window)
+
+        def stage(conn: Connection) -> dict[int, int]:
+            self._clear(conn, target)
+            return {0: copy_rows(conn, target, 0, rows)}
+
+        return self._run(f"staging batch_time_ms={batch_ms} in", stage)
+
+    def _clear(self, conn: Connection, target: StagingTarget) -> None:
+        """Remove the staged rows an earlier attempt of the target's batch left."""
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE sink = %s AND batch_ms = %s").format(self._staging),
+            [target.sink, target.batch_ms],
+        )
+
+    def _commit(self, batch_ms: int, body: Callable[[Connection], bool], what: str = "") -> bool:
+        """Run `body` in one transaction, retried; False if it found the batch written.
+
+        A connection lost during COMMIT leaves the batch in doubt: the server may have
+        committed it or not. The next attempt decides from the progress row, which `body`
+        reads under its lock, so after the doubtful transaction has ended either way.
+        """
+        committing = in_doubt = False
+
+        def write(conn: Connection) -> bool:
+            nonlocal committing, in_doubt
+            in_doubt, committing = in_doubt or committing, False
+            with conn.transaction():
+                written = body(conn)
+                committing = True  # leaving the block sends COMMIT
+            committing = False
+            return written
+
+        written = self._run(f"writing {what}batch_time_ms={batch_ms} to", write)
+        if in_doubt:
+            log.warning(
+                "batch_time_ms=%d: the connection to PostgreSQL at %s (table %s) broke during "
+                "its COMMIT; the progress row shows %s",
+                batch_ms,
+                self.server,
+                self.table,
+                "it was not committed: written now" if written else "it committed: not rewritten",
+            )
+        return written
 
     def _run(self, action: str, work: Callable[[Connection], T]) -> T:
         return with_retries(
@@ -280,9 +388,16 @@ class PostgresWriter:
     def _attempt(self, work: Callable[[Connection], T]) -> T:
         try:
             if self._conn is None or self._conn.closed:
-                self._conn = _connect(self._params, self.connect_timeout)
+                self._conn = connect(self._params, self.connect_timeout)
             if not self._schema_ready:
-                create_schema(self._conn, self.table, self._totals, self._progress, self.value_type)
+                create_schema(
+                    self._conn,
+                    self.table,
+                    self._totals,
+                    self._progress,
+                    self.value_type,
+                    self._staging,
+                )
                 self._schema_ready = True
             return work(self._conn)
         except psycopg.Error as exc:
@@ -293,34 +408,6 @@ class PostgresWriter:
             raise error(
                 f"PostgreSQL sink {self.table} at {self.redacted_dsn}: {reason}; {hint}"
             ) from exc
-
-    def write_window(self, batch_ms: int, rows: Iterable[tuple[str, Any]]) -> bool:
-        """Replace `<table>_window` by the window ending at batch_ms; False if not newer."""
-        staged = list(rows)
-        sink = self.table + WINDOW_SUFFIX
-
-        def write(conn: Connection) -> bool:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [SCHEMA_LOCK])
-                create_window_table(conn, self._window, self.value_type)
-                previous = self._lock_progress(conn, batch_ms, sink)
-                if previous is not None and previous[0] >= batch_ms:
-                    return False
-                conn.execute(sql.SQL("DELETE FROM {}").format(self._window))
-                copy_rows = sql.SQL("COPY {} (word, count, window_end_ms) FROM STDIN")
-                with conn.cursor().copy(copy_rows.format(self._window)) as copy:
-                    for word, count in staged:
-                        copy.write_row((word, count, batch_ms))
-                conn.execute(
-                    sql.SQL(
-                        "UPDATE {} SET batch_ms = %s, rows_written = %s, updated_at = now()"
-                        " WHERE sink = %s"
-                    ).format(self._progress),
-                    [batch_ms, len(staged), sink],
-                )
-                return True
-
-        return self._run(f"writing the window at batch_time_ms={batch_ms} to", write)
 
     def _lock_progress(self, conn: Connection, batch_ms: int, sink: str = "") -> Progress | None:
         """Lock this sink's progress row (inserting it if absent); what it records, if any."""
@@ -338,62 +425,81 @@ class PostgresWriter:
             if conn.execute(insert.format(self._progress), params).fetchone() is not None:
                 return None  # our uncommitted row: other writers wait on its key
 
-    def _write(
+    def _check_staged(
+        self, conn: Connection, sink: str, batch_ms: int, counts: Mapping[int, int], found: int
+    ) -> None:
+        """Every partition's staged rows are there (`found` of them were merged), else
+        StagedRowsMissingError naming the partitions short of what their tasks reported."""
+        if found == sum(counts.values()):
+            return
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT part, count(*) FROM {} WHERE sink = %s AND batch_ms = %s GROUP BY part"
+            ).format(self._staging),
+            [sink, batch_ms],
+        ).fetchall()
+        staged = {int(part): int(n) for part, n in rows}
+        short = sorted(p for p, n in counts.items() if staged.get(p, 0) != n)
+        raise StagedRowsMissingError(
+            f"batch_time_ms={batch_ms}: the staged rows of table {sink} are not those its "
+            f"tasks wrote ({found} of {sum(counts.values())}; partitions {short}): was the "
+            "server restarted? The batch is staged again"
+        )
+
+    def _record(
+        self, conn: Connection, sink: str, batch_ms: int, position: str | None, rows: int
+    ) -> None:
+        """The batch in the progress row, and its staged rows (and any older) removed."""
+        conn.execute(
+            sql.SQL(
+                "UPDATE {} SET batch_ms = %s, source_position = %s::jsonb, rows_written = %s,"
+                " updated_at = now() WHERE sink = %s"
+            ).format(self._progress),
+            [batch_ms, position, rows, sink],
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE sink = %s AND batch_ms <= %s").format(self._staging),
+            [sink, batch_ms],
+        )
+
+    def _merge(
         self,
         conn: Connection,
         batch_ms: int,
-        rows: list[tuple[str, Any]],
+        counts: Mapping[int, int],
         position: str | None,
         plan: Plan,
     ) -> bool:
         replace = plan(self._lock_progress(conn, batch_ms))
         if replace is None:
             return False
-        if replace and not rows:
-            conn.execute(sql.SQL("DELETE FROM {}").format(self._totals))
-        if rows:
-            conn.execute(
-                sql.SQL(
-                    "CREATE TEMPORARY TABLE pg_temp.streaming_app_staging"
-                    " (word text NOT NULL, count {} NOT NULL) ON COMMIT DROP"
-                ).format(self.value_type)
-            )
-            with conn.cursor().copy(
-                "COPY pg_temp.streaming_app_staging (word, count) FROM STDIN"
-            ) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (word, count, last_batch_ms)"
-                    " SELECT word, count, %s FROM pg_temp.streaming_app_staging"
-                    " ON CONFLICT (word) DO UPDATE"
-                    " SET count = EXCLUDED.count, last_batch_ms = EXCLUDED.last_batch_ms"
-                ).format(self._totals),
-                [batch_ms],
-            )
-            if replace:
-                conn.execute(
-                    sql.SQL(
-                        "DELETE FROM {} t WHERE NOT EXISTS"
-                        " (SELECT 1 FROM pg_temp.streaming_app_staging s WHERE s.word = t.word)"
-                    ).format(self._totals)
-                )
-        conn.execute(
+        merged = conn.execute(
             sql.SQL(
-                "UPDATE {} SET batch_ms = %s, source_position = %s::jsonb, rows_written = %s,"
-                " updated_at = now() WHERE sink = %s"
-            ).format(self._progress),
-            [batch_ms, position, len(rows), self.table],
-        )
+                "INSERT INTO {} (word, count, last_batch_ms)"
+                " SELECT word, count, %s FROM {} WHERE sink = %s AND batch_ms = %s"
+                " ON CONFLICT (word) DO UPDATE"
+                " SET count = EXCLUDED.count, last_batch_ms = EXCLUDED.last_batch_ms"
+            ).format(self._totals, self._staging),
+            [batch_ms, self.table, batch_ms],
+        ).rowcount
+        self._check_staged(conn, self.table, batch_ms, counts, merged)
+        if replace:
+            conn.execute(
+                sql.SQL(
+                    "DELETE FROM {} t WHERE NOT EXISTS (SELECT 1 FROM {} s"
+                    " WHERE s.sink = %s AND s.batch_ms = %s AND s.word = t.word)"
+                ).format(self._totals, self._staging),
+                [self.table, batch_ms],
+            )
+        self._record(conn, self.table, batch_ms, position, merged)
         return True
 
 
 def _query(dsn: str, table: str, query: sql.Composed, params: list[Any]) -> list[tuple[Any, ...]]:
     """The rows of one query on a new connection; any failure is a SinkError."""
-    conninfo = _parse_dsn(dsn)
+    conninfo = parse_dsn(dsn)
     try:
-        with _connect(conninfo, 10) as conn:
+        with connect(conninfo, 10) as conn:
             return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
         reason, hint, error = classify(exc, secrets_of(conninfo))
@@ -405,14 +511,14 @@ def _query(dsn: str, table: str, query: sql.Composed, params: list[Any]) -> list
 
 def read_totals(dsn: str, table: str, window: bool = False) -> dict[str, Any]:
     """Every word's total in the sink's table (or its count in the `_window` table)."""
-    totals, _ = _identifiers(table, WINDOW_SUFFIX if window else "")
+    totals, _ = identifiers(table, WINDOW_SUFFIX if window else "")
     rows = _query(dsn, table, sql.SQL("SELECT word, count FROM {}").format(totals), [])
     return {str(word): count if isinstance(count, Decimal) else int(count) for word, count in rows}
 
 
 def read_progress(dsn: str, table: str) -> dict[str, Any] | None:
     """The sink's progress row (batch_ms, source_position, rows_written, updated_at), if any."""
-    _, progress = _identifiers(table)
+    _, progress = identifiers(table)
     query = sql.SQL(
         "SELECT batch_ms, source_position, rows_written, updated_at FROM {} WHERE sink = %s"
     ).format(progress)

@@ -26,6 +26,7 @@ from streaming_app.sinks.files_layout import (
     temp_name,
     totals_name,
 )
+from streaming_app.sinks.parts import write_part
 
 BATCH = 1000
 
@@ -36,6 +37,15 @@ class DiskFs(LocalFs):
     def publish_dir(self, temp: str, final: str) -> None:
         self.delete(final)
         os.rename(temp, final)
+
+
+def write_pairs(temp: str, pairs: list[tuple[str, int]], parts: int = 1) -> None:
+    """Part files and _SUCCESS as the executors write them (parts.py's task, in-process)."""
+    os.makedirs(temp)
+    for number in range(parts):
+        lines = [format_total(pair) for pair in pairs[number::parts]]
+        assert list(write_part(temp, number, lines)) == [len(lines)]
+    Path(temp, SUCCESS_MARKER).write_text("")
 
 
 class Run:
@@ -56,17 +66,12 @@ class Run:
             self.fs,  # type: ignore[arg-type]  # a HadoopFs stand-in
             self.settings,
             batch_ms,
-            (lambda: pairs) if changes_known else None,
+            (lambda temp: write_pairs(temp, pairs)) if changes_known else None,
             self.write_base,
         )
 
     def write_base(self, temp: str) -> None:
-        os.makedirs(temp)
-        items = sorted(self.totals.items())
-        for number, half in enumerate((items[::2], items[1::2])):  # two part files
-            lines = "".join(format_total(pair) + "\n" for pair in half)
-            Path(temp, f"part-{number:05d}").write_text(lines, encoding="utf-8")
-        Path(temp, SUCCESS_MARKER).write_text("")
+        write_pairs(temp, sorted(self.totals.items()), parts=2)
 
 
 def kinds(out: Path) -> dict[int, str]:

@@ -7,7 +7,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from streaming_app.sinks.files import FilesSettings, base_due, write_collected
+from streaming_app.sinks.files import FilesSettings, base_due
 from streaming_app.sinks.files_layout import (
     DELTA,
     TOTALS,
@@ -17,7 +17,7 @@ from streaming_app.sinks.files_layout import (
     totals_name,
 )
 from streaming_app.structured.files_sink import write_files
-from tests.unit.sinks.test_files import DiskFs
+from tests.unit.sinks.test_files import DiskFs, write_pairs
 
 # Micro-batch timestamps are not at multiples of the interval, and batches without input
 # never run: a base is due when a multiple of 4 s lies since the micro-batch before.
@@ -42,16 +42,13 @@ class Query:
         previous = TIMES[batch_id - 1] if batch_id else TIMES[0] - 1000
         every = sorted(self.totals.items())  # what the executors read from the state
 
-        def write_base(temp: str) -> None:
-            write_collected(self.fs, temp, every)  # type: ignore[arg-type]  # a stand-in
-
         return write_files(
             self.fs,  # type: ignore[arg-type]  # a HadoopFs stand-in
             self.settings,
             TIMES[batch_id],
             previous,
-            changes,
-            write_base,
+            lambda temp: write_pairs(temp, changes),
+            lambda temp: write_pairs(temp, every),
             base_due(self.settings, TIMES[batch_id], previous) if due is None else due,
         )
 

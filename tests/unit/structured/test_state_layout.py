@@ -7,7 +7,6 @@ from decimal import Decimal
 import pytest
 
 from streaming_app.structured.state_layout import exact, fits, state_layout, value_type
-from streaming_app.structured.window_sinks import by_window
 
 
 @pytest.mark.parametrize(
@@ -45,12 +44,6 @@ def test_the_layout_names_the_type_and_the_window() -> None:
         state_layout("keyed-sum", 6, 60_000, 10_000)
         == "aggregate/decimal(38,6)+window/60000/10000ms"
     )
-
-
-def test_closed_windows_are_grouped_by_end_oldest_first() -> None:
-    rows = [(4000, "b", 2), (2000, "a", Decimal("1.50")), (4000, "a", 1)]
-    assert by_window(rows) == {2000: [("a", Decimal("1.5"))], 4000: [("a", 1), ("b", 2)]}
-    assert list(by_window(rows)) == [2000, 4000]
 
 
 @pytest.mark.parametrize(

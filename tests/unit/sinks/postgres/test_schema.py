@@ -59,6 +59,6 @@ def test_every_connection_asks_for_utf8_whatever_the_dsn_says(
     connect = mock.MagicMock(name="psycopg.connect")
     monkeypatch.setattr(pg_sink.psycopg, "connect", connect)
     monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
-    pg_sink._connect({"host": "h", "client_encoding": "SQL_ASCII"}, 3)
+    pg_sink.connect({"host": "h", "client_encoding": "SQL_ASCII"}, 3)
     assert connect.call_args.kwargs["client_encoding"] == "UTF8"
     assert connect.call_args.kwargs["host"] == "h"

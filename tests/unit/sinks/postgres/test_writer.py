@@ -93,8 +93,9 @@ class NoWait(threading.Event):
         return self.is_set()
 
 
-def fake_connection(last_batch_ms: int = 1234) -> Any:
-    """A connection whose queries answer one row: (last_batch_ms, no position).
+def fake_connection(last_batch_ms: int = 1234, rows: int = 1) -> Any:
+    """A connection whose queries answer one row: (last_batch_ms, no position), and say
+    they touched `rows` rows (the merge of one staged row each).
 
     The schema check's query about the count column's type answers bigint.
     """
@@ -107,6 +108,7 @@ def fake_connection(last_batch_ms: int = 1234) -> Any:
         result = mock.MagicMock(name="cursor")
         column_type = isinstance(query, str) and "information_schema" in query
         result.fetchone.return_value = ("bigint",) if column_type else (last_batch_ms, None)
+        result.rowcount = rows
         return result
 
     conn.execute.side_effect = execute
@@ -124,7 +126,7 @@ def connect_sequence(monkeypatch: pytest.MonkeyPatch, outcomes: list[Any]) -> li
             raise outcome
         return outcome
 
-    monkeypatch.setattr(pg_sink, "_connect", connect)
+    monkeypatch.setattr(pg_sink, "connect", connect)
     return calls
 
 
@@ -160,7 +162,7 @@ def test_a_connection_lost_mid_transaction_reconnects(monkeypatch: pytest.Monkey
     assert len(calls) == 2
     # the rows of the retry are the ones given, though they came as an iterator
     copy = good.cursor.return_value.copy.return_value.__enter__.return_value
-    copy.write_row.assert_called_once_with(("a", 1))
+    copy.write_row.assert_called_once_with(("totals", 2000, 0, "a", 1))
     writer.close()
     good.close.assert_called_once()
 
@@ -179,7 +181,7 @@ def test_a_plan_decides_from_the_locked_progress_row(monkeypatch: pytest.MonkeyP
     assert seen == [(5000, None)]
     queries = [str(call.args[0]) for call in conn.execute.call_args_list]
     assert any("FOR UPDATE" in q for q in queries)
-    assert not any("DELETE" in q for q in queries)  # False: the changes, no replace
+    assert not any("t WHERE NOT EXISTS" in q for q in queries)  # False: no replace
     assert writer.write_batch(2000, [("a", 1)], plan=lambda previous: None) is False
 
 
@@ -191,9 +193,9 @@ def test_setting_stop_ends_the_retries(monkeypatch: pytest.MonkeyPatch) -> None:
             stop.set()
         raise psycopg.OperationalError(REFUSED)
 
-    monkeypatch.setattr(pg_sink, "_connect", refuse)
+    monkeypatch.setattr(pg_sink, "connect", refuse)
     writer = PostgresWriter("host=127.0.0.1 port=6543 dbname=test", "totals", stop)
-    with pytest.raises(StopRequestedError, match=r"gave up on writing .*127\.0\.0\.1:6543"):
+    with pytest.raises(StopRequestedError, match=r"gave up on staging .*127\.0\.0\.1:6543"):
         writer.write_batch(1000, [("a", 1)])
     assert len(stop.waits) == 2
 

@@ -1,0 +1,131 @@
+"""The postgres sink's staging table: a batch's rows COPYed in where they are, one task a
+partition, for the driver's one transaction to merge (writer.py `merge_staged`).
+
+Executor side: `stage_partition` runs once per partition of the rows to write. In one
+transaction it takes the lock of its (sink, batch, partition), deletes what an earlier
+attempt of the same task left (a retried or speculative task, a replayed batch), COPYs
+its rows and commits; it yields only its count, so the driver receives one number per
+partition. The table is UNLOGGED and the commit asynchronous (`synchronous_commit` off):
+the rows need not survive a crash of the server, since the driver checks every
+partition's count before it merges and stages again when they fall short. A connection is
+kept per Python worker and DSN, as Spark's streaming guide pools them. A failure says in
+its message what it is (`streaming-app staging retry:` worth a retry, or the error to
+raise), in one line with no password.
+
+Driver side: `run_staging` runs that job and sorts its failure as the driver's writer
+sorts its own (retried with backoff by the writer, or a SinkError that ends the run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+
+from streaming_app.common.failure_text import failure_text
+from streaming_app.errors import SinkError, SinkSetupError
+from streaming_app.sinks.postgres.connection import (
+    Connection,
+    PostgresUnavailableError,
+    connect,
+)
+from streaming_app.sinks.postgres.failures import classify, secrets_of
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+# The application_name of the executors' sessions (unless the DSN sets one): the driver's
+# merge and progress row are `streaming-app`'s, what the tasks stage is theirs.
+EXECUTOR_NAME = "streaming-app executor"
+MARK = "streaming-app staging"
+_MARKED = re.compile(rf"{MARK} (retry|SinkSetupError|SinkError): ([^\n]*)")
+_ERRORS: dict[str, type[SinkError]] = {"SinkSetupError": SinkSetupError, "SinkError": SinkError}
+
+
+class StagingError(Exception):
+    """A staging task's failure, sorted: its message starts with MARK and what it is."""
+
+
+@dataclass(frozen=True)
+class StagingTarget:
+    """Where a batch's rows are staged; shipped to the executors with each task (never
+    checkpointed: built by the driver every batch from today's DSN)."""
+
+    params: Mapping[str, Any] = field(repr=False)  # the DSN's parameters: may hold a password
+    staging: tuple[str, ...]  # the staging table's name, schema-qualified as given
+    sink: str  # the table the rows are for (the totals table or its `_window`)
+    batch_ms: int  # the batch (or the window's end) the rows are of
+    connect_timeout: float = 10
+
+
+def copy_rows(conn: Connection, target: StagingTarget, part: int, rows: Iterable[Any]) -> int:
+    """Replace partition `part`'s staged rows of the target's batch by `rows` ((key, value)
+    pairs), in one transaction on `conn`; how many it staged."""
+    staging = sql.Identifier(*target.staging)
+    lock = f"{'.'.join(target.staging)} {target.sink} {target.batch_ms} {part}"
+    count = 0
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = off")
+        # Two attempts of one task (a speculative one) take turns: the second replaces.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [lock])
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE sink = %s AND batch_ms = %s AND part = %s").format(
+                staging
+            ),
+            [target.sink, target.batch_ms, part],
+        )
+        copy_rows_sql = sql.SQL("COPY {} (sink, batch_ms, part, word, count) FROM STDIN")
+        with conn.cursor().copy(copy_rows_sql.format(staging)) as copy:
+            for key, value in rows:
+                copy.write_row((target.sink, target.batch_ms, part, key, value))
+                count += 1
+    return count
+
+
+# This Python worker's connections, by DSN parameters (Spark reuses a worker for tasks).
+_CONNECTIONS: dict[str, Connection] = {}
+
+
+def stage_partition(
+    target: StagingTarget, index: int, rows: Iterable[Any]
+) -> Iterator[tuple[int, int]]:
+    """Executor side: stage one partition's (key, value) rows; yields (partition, count)."""
+    key = repr(sorted(target.params.items()))
+    try:
+        conn = _CONNECTIONS.get(key)
+        if conn is None or conn.closed:
+            conn = _CONNECTIONS[key] = connect(target.params, target.connect_timeout, EXECUTOR_NAME)
+        count = copy_rows(conn, target, index, rows)
+    except psycopg.Error as exc:
+        dropped = _CONNECTIONS.pop(key, None)
+        if dropped is not None:
+            dropped.close()
+        reason, hint, error = classify(exc, secrets_of(target.params))
+        if hint is None:
+            raise StagingError(f"{MARK} retry: {reason}") from None
+        raise StagingError(f"{MARK} {error.__name__}: {reason}; {hint}") from None
+    yield index, count
+
+
+def run_staging(rows: RDD[Any], target: StagingTarget, what: str) -> dict[int, int]:
+    """Driver side: stage `rows` by the executors; {partition: rows staged}.
+
+    A task's connection failure raises PostgresUnavailableError (the caller retries), a
+    setting or table to fix SinkSetupError or SinkError, prefixed by `what` (the sink and
+    server, for the one line); any other failure of the job as it came.
+    """
+    try:
+        return dict(rows.mapPartitionsWithIndex(partial(stage_partition, target)).collect())
+    except Exception as exc:
+        found = _MARKED.findall(f"{exc}\n{failure_text(exc)}")
+        if not found:
+            raise
+        kind, reason = found[-1]
+        if kind == "retry":
+            raise PostgresUnavailableError(f"staging: {reason}") from None
+        raise _ERRORS[kind](f"{what}: {reason}") from None
