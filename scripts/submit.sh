@@ -3,7 +3,8 @@
 # Usage: scripts/submit.sh [spark-submit options, e.g. --master spark://HOST:7077] \
 #            [-- streaming-app run options, e.g. --config conf/cluster.ini]
 # Builds dist/streaming_app-pyfiles.zip (the package plus its pure-Python dependencies that
-# executors import) and ships it with --py-files. Python apps cannot use standalone
+# executors import: kafka-python, and psycopg, which loads the worker's libpq unless its
+# Python has psycopg[binary]) and ships it with --py-files. Python apps cannot use standalone
 # cluster deploy mode, so the driver runs here; supervise it from outside.
 # A secured cluster (docs/security.md): SPARK_CONF_DIR=conf/secure and
 # STREAMING_APP_SPARK_SECRET_FILE=FILE (mode 600) here as on the master and workers.
@@ -22,9 +23,14 @@ zip_path="$ROOT/dist/streaming_app-pyfiles.zip"
 python - "$ROOT" "$zip_path" <<'PY'
 import os, sys, zipfile
 import kafka  # executors of the Kafka source import it
+import psycopg  # executors of the postgres sink stage its rows (its pure-Python part: libpq's)
 
 root, target = sys.argv[1], sys.argv[2]
-packages = [os.path.join(root, "streaming_app"), os.path.dirname(kafka.__file__)]
+packages = [
+    os.path.join(root, "streaming_app"),
+    os.path.dirname(kafka.__file__),
+    os.path.dirname(psycopg.__file__),
+]
 tmp = f"{target}.{os.getpid()}.tmp"  # concurrent builds must not share it
 with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
     for package in packages:

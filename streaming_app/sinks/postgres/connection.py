@@ -86,6 +86,21 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
         ) from None
 
 
+def with_environment(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters, with what libpq takes from this process's `PG*` environment filled
+    in where they say nothing: for a connection made by another process, elsewhere (an
+    executor), which has not that environment (PGPASSWORD, PGSSLROOTCERT, ...)."""
+    from psycopg import pq
+
+    found = dict(params)
+    for option in pq.Conninfo.get_defaults():
+        keyword = option.keyword.decode()
+        envvar = option.envvar.decode() if option.envvar else None
+        if keyword not in found and envvar and os.environ.get(envvar):
+            found[keyword] = os.environ[envvar]
+    return found
+
+
 def server_of(params: Mapping[str, Any]) -> str:
     """`host:port` of the server a DSN's parameters name, for messages."""
     host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "socket"

@@ -1,5 +1,6 @@
-"""The postgres sink's staging table: a batch's rows COPYed in where they are, one task a
-partition, for the driver's one transaction to merge (writer.py `merge_staged`).
+"""The postgres sink's staging table: each partition's rows COPYed in by its own task.
+
+The driver's one transaction then merges them (writer.py `merge_staged`).
 
 Executor side: `stage_partition` runs once per partition of the rows to write. In one
 transaction it takes the lock of its (sink, batch, partition), deletes what an earlier

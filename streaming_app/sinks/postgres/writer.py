@@ -1,5 +1,4 @@
-"""PostgreSQL sink, driver side: each batch's staged rows merged with its progress row in
-one transaction.
+"""PostgreSQL sink, driver side: a batch's staged rows merged with its progress row at once.
 
 The rows of a batch reach the database without the driver: the executors COPY them into
 the staging table `<table>_staging` (staging.py), a task a partition. The driver then runs
@@ -39,6 +38,7 @@ from streaming_app.sinks.postgres.connection import (
     parse_dsn,
     redact_dsn,
     server_of,
+    with_environment,
 )
 from streaming_app.sinks.postgres.failures import classify, secrets_of
 from streaming_app.sinks.postgres.schema import (
@@ -159,7 +159,7 @@ class PostgresWriter:
     def staging_target(self, batch_ms: int, window: bool = False) -> StagingTarget:
         """Where the executors stage a batch's rows (or a window's, by its end)."""
         return StagingTarget(
-            dict(self._params),
+            with_environment(self._params),  # the executors lack the driver's PG* variables
             name_parts(self.table, STAGING_SUFFIX),
             self.table + WINDOW_SUFFIX if window else self.table,
             batch_ms,

@@ -1,0 +1,176 @@
+"""The postgres sink's staging table under kill -9: of the driver between staging and merge,
+and of the executors' Python workers during the staging write. Both end exact.
+
+The DStream engine (files source, files and postgres sinks) runs in local mode against the
+local server. The driver is held between the two steps at its merge's
+first row (a row trigger on the sink's table that waits for an advisory lock the
+test holds: batches without rows pass), the executors inside their COPY by the same
+trigger on the staging table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from streaming_app.settings.rules import STAGING_SUFFIX
+from tests.integration.conftest import files_args
+from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+HOLD_KEY = 43
+STARTED = "Started new streaming context"
+RECOVERED = "Recovered streaming context"
+
+
+def wait_until(what: str, check: Callable[[], object], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.1)
+
+
+def sessions_waiting(dsn: str, name: str, event: str) -> list[tuple[Any, ...]]:
+    """The sessions of `name` (application_name) waiting on lock wait event `event`."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT pid, client_addr FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock' AND wait_event = %s",
+            [name, event],
+        ).fetchall()
+
+
+def staged_rows(dsn: str, table: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        staging = sql.Identifier(*table.split(".")[:-1], table.split(".")[-1] + STAGING_SUFFIX)
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(staging)).fetchone()
+        return int(row[0]) if row else 0
+
+
+@contextmanager
+def rows_held(dsn: str, table: str) -> Iterator[None]:
+    """Every row written to `table` waits, inside its statement, for an advisory lock the
+    test holds: a row trigger that takes the lock shared."""
+    schema, name = table.split(".")
+    function = sql.Identifier(schema, f"hold_{name}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " PERFORM pg_advisory_xact_lock_shared({}); RETURN NEW; END $$"
+            ).format(function, sql.Literal(HOLD_KEY))
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER hold BEFORE INSERT OR UPDATE ON {} FOR EACH ROW"
+                " EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(schema, name), function)
+        )
+        conn.execute("SELECT pg_advisory_lock(%s)", [HOLD_KEY])
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [HOLD_KEY])
+            conn.execute(sql.SQL("DROP TRIGGER hold ON {}").format(sql.Identifier(schema, name)))
+
+
+def python_workers(app: App) -> list[int]:
+    """The app's Python workers and their daemon: processes of its session running Python
+    that are not the driver."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == app.proc.pid:
+            continue
+        try:
+            if os.getsid(int(entry.name)) != app.proc.pid:
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+        if b"worker_daemon" in cmdline or b"pyspark.daemon" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def run_args(dirs: dict[str, Path], tmp_path: Path, dsn: str, table: str) -> list[str]:
+    config = postgres_config(tmp_path, dsn)
+    return files_args(
+        dirs, "--sink", "postgres", "--postgres-table", table, "--config", str(config)
+    )  # fmt: skip
+
+
+def test_a_driver_killed_between_staging_and_merge_ends_exact(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    table = f"{pg_schema}.wc"
+    args = run_args(dirs, tmp_path, pg_dsn, table)
+    rng = random.Random(53)
+    texts = [make_text(rng, 30)]
+    app = start_app(*args)
+    app.wait_for_log(STARTED)
+    drop_file(dirs["input"], "a.txt", texts[0].encode())
+    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    with rows_held(pg_dsn, table):
+        texts.append(make_text(rng, 30))
+        drop_file(dirs["input"], "b.txt", texts[-1].encode())
+        # Staged by the executors, the driver's merge held at its first row.
+        wait_until("the merge held", lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"))
+        assert staged_rows(pg_dsn, table) > 0
+        app.kill9()
+    assert staged_rows(pg_dsn, table) > 0  # left by the crash, until the batch is merged
+    app = start_app(*args)
+    app.wait_for_log(RECOVERED)
+    texts.append(make_text(rng, 30))
+    drop_file(dirs["input"], "c.txt", texts[-1].encode())
+    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    assert app.terminate() == 0, app.log()[-3000:]
+    assert staged_rows(pg_dsn, table) == 0  # merged, then removed
+    assert "Traceback" not in app.log()
+
+
+def test_executors_killed_during_the_staging_write_end_exact(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    table = f"{pg_schema}.wc"
+    args = run_args(dirs, tmp_path, pg_dsn, table)
+    rng = random.Random(59)
+    texts = [make_text(rng, 30)]
+    app = start_app(*args)
+    app.wait_for_log(STARTED)
+    drop_file(dirs["input"], "a.txt", texts[0].encode())
+    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    with rows_held(pg_dsn, table + STAGING_SUFFIX):
+        texts.append(make_text(rng, 30))
+        drop_file(dirs["input"], "b.txt", texts[-1].encode())
+        wait_until(
+            "a task held in its COPY",
+            lambda: sessions_waiting(pg_dsn, "streaming-app executor", "advisory"),
+        )
+        workers = python_workers(app)
+        assert workers, "no Python worker of the app found"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+    # Local mode does not retry a task: the batch fails and the run ends; a supervisor
+    # starts it again, and the batch is replayed. (On a cluster, Spark retries the task:
+    # test_cluster_postgres.py.)
+    code = app.wait(timeout=120)
+    assert code != 0, app.log()[-3000:]
+    app = start_app(*args)
+    app.wait_for_log(RECOVERED)
+    texts.append(make_text(rng, 30))
+    drop_file(dirs["input"], "c.txt", texts[-1].encode())
+    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    assert app.terminate() == 0, app.log()[-3000:]
+    assert staged_rows(pg_dsn, table) == 0
