@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app import __version__
 from streaming_app.common.fs import LocalFs
 from streaming_app.dstream.startup import TRANSIENT, mark_seeding
 from streaming_app.errors import CheckpointError, ConfigError
@@ -88,6 +89,16 @@ def test_changed_settings_and_versions_are_each_named(tmp_path: Path) -> None:
         make_config(tmp_path, ("master", "local[4]"), ("log_level", "debug"))
     )
     assert differences(before, same) == []
+
+
+def test_a_checkpoint_of_a_version_recovered_as_it_is_needs_no_snapshot(tmp_path: Path) -> None:
+    now = CheckpointMetadata.for_config(make_config(tmp_path))
+    assert now.app_version == __version__ != "0.4.0"
+    # 0.5.0 added a table to the postgres sink, nothing to the checkpoint.
+    assert differences(with_versions(now, app_version="0.4.0"), now) == []
+    assert differences(with_versions(now, app_version="0.3.0"), now) == [
+        f"app version 0.3.0 -> {__version__}"
+    ]
 
 
 def test_no_checkpoint_means_a_new_context(tmp_path: Path) -> None:
