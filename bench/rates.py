@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ def app_rate(
     exact: int = 0,
     idle: int = 0,
     during: Callable[[list[BatchMetrics]], dict[str, list[BatchMetrics]]] | None = None,
+    driver_cpu: bool = False,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
@@ -49,6 +51,8 @@ def app_rate(
     checkpoint every `exact` batches. `idle`: run on, after the topic is read, until that
     many batches have read nothing. `during`: batches by name (from every batch of the
     run); the peak memory of each process kind while those ran, as `<name>_<kind>_mib`.
+    `driver_cpu`: the CPU seconds of the driver's Python process until the input was read
+    (`driver_cpu_s`).
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
@@ -66,6 +70,8 @@ def app_rate(
         )
     finally:
         memory_figures: dict[str, Any] = dict(peak.stop()) if peak else {}
+        if driver_cpu:
+            memory_figures["driver_cpu_s"] = cpu_seconds(app.proc.pid)
         app.stop()
     batches = app.batches()
     if during and timeline:
@@ -85,6 +91,12 @@ def app_rate(
         **memory_figures,
         **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) one process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def steady_batches(busy: list[T], records: list[int], skip_lines: int) -> list[T]:
