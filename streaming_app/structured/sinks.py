@@ -114,6 +114,7 @@ class BatchSinks:
 
         config = self.config
         spark = changes.sparkSession
+        changed = changes.count()  # of the checkpointed blocks: for the log line
         sc = spark.sparkContext
         checkpoint = HadoopFs(sc, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
@@ -167,7 +168,7 @@ class BatchSinks:
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,
             batch_ms,
-            changes.count(),
+            changed,
             "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,
         )

@@ -9,17 +9,17 @@ its rows and commits; it yields only its count, so the driver receives one numbe
 partition. The table is UNLOGGED and the commit asynchronous (`synchronous_commit` off):
 the rows need not survive a crash of the server, since the driver checks every
 partition's count before it merges and stages again when they fall short. A connection is
-kept per Python worker and DSN, as Spark's streaming guide pools them. A failure says in
-its message what it is (`streaming-app staging retry:` worth a retry, or the error to
-raise), in one line with no password.
+kept per Python worker and DSN, as Spark's streaming guide pools them, and checked before
+it is used again. A failure of PostgreSQL's is the task's result, not an exception: its
+kind (worth a retry, or the error to raise) and one line with no password.
 
-Driver side: `run_staging` runs that job and sorts its failure as the driver's writer
-sorts its own (retried with backoff by the writer, or a SinkError that ends the run).
+Driver side: `run_staging` runs that job and turns a failed partition into the error the
+driver's writer raises for its own (retried with backoff, or a SinkError that ends the
+run), so an outage reads as the writer's one-line warnings, not as Spark's task failures.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from streaming_app.common.failure_text import failure_text
 from streaming_app.errors import SinkError, SinkSetupError
 from streaming_app.sinks.postgres.connection import (
     Connection,
@@ -43,13 +42,10 @@ if TYPE_CHECKING:
 # The application_name of the executors' sessions (unless the DSN sets one): the driver's
 # merge and progress row are `streaming-app`'s, what the tasks stage is theirs.
 EXECUTOR_NAME = "streaming-app executor"
-MARK = "streaming-app staging"
-_MARKED = re.compile(rf"{MARK} (retry|SinkSetupError|SinkError): ([^\n]*)")
+RETRY = "retry"  # a failure's kind that a retry may mend
 _ERRORS: dict[str, type[SinkError]] = {"SinkSetupError": SinkSetupError, "SinkError": SinkError}
-
-
-class StagingError(Exception):
-    """A staging task's failure, sorted: its message starts with MARK and what it is."""
+# A task's result: (partition, rows staged, None), or (partition, -1, (kind, reason)).
+Staged = tuple[int, int, tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -92,25 +88,42 @@ def copy_rows(conn: Connection, target: StagingTarget, part: int, rows: Iterable
 _CONNECTIONS: dict[str, Connection] = {}
 
 
-def stage_partition(
-    target: StagingTarget, index: int, rows: Iterable[Any]
-) -> Iterator[tuple[int, int]]:
-    """Executor side: stage one partition's (key, value) rows; yields (partition, count)."""
+def _connection(target: StagingTarget, key: str) -> Connection:
+    """This worker's connection for the target's DSN: the kept one if it still answers
+    (a server restarted or a link cut since the last batch leaves it dead), else a new one."""
+    conn = _CONNECTIONS.pop(key, None)
+    if conn is not None and not conn.closed:
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error:
+            conn.close()
+        else:
+            _CONNECTIONS[key] = conn
+            return conn
+    conn = connect(target.params, target.connect_timeout, EXECUTOR_NAME)
+    _CONNECTIONS[key] = conn
+    return conn
+
+
+def stage_partition(target: StagingTarget, index: int, rows: Iterable[Any]) -> Iterator[Staged]:
+    """Executor side: stage one partition's (key, value) rows; yields (partition, count,
+    None), or (partition, -1, (kind, one line)) if PostgreSQL refused or failed: a
+    failure is the driver's to retry or report (a task that raised would be logged by
+    Spark with its traceback, and retried at once, without backoff)."""
     key = repr(sorted(target.params.items()))
     try:
-        conn = _CONNECTIONS.get(key)
-        if conn is None or conn.closed:
-            conn = _CONNECTIONS[key] = connect(target.params, target.connect_timeout, EXECUTOR_NAME)
-        count = copy_rows(conn, target, index, rows)
+        count = copy_rows(_connection(target, key), target, index, rows)
     except psycopg.Error as exc:
         dropped = _CONNECTIONS.pop(key, None)
         if dropped is not None:
             dropped.close()
         reason, hint, error = classify(exc, secrets_of(target.params))
         if hint is None:
-            raise StagingError(f"{MARK} retry: {reason}") from None
-        raise StagingError(f"{MARK} {error.__name__}: {reason}; {hint}") from None
-    yield index, count
+            yield index, -1, (RETRY, reason)
+        else:
+            yield index, -1, (error.__name__, f"{reason}; {hint}")
+        return
+    yield index, count, None
 
 
 def run_staging(rows: RDD[Any], target: StagingTarget, what: str) -> dict[int, int]:
@@ -118,15 +131,14 @@ def run_staging(rows: RDD[Any], target: StagingTarget, what: str) -> dict[int, i
 
     A task's connection failure raises PostgresUnavailableError (the caller retries), a
     setting or table to fix SinkSetupError or SinkError, prefixed by `what` (the sink and
-    server, for the one line); any other failure of the job as it came.
+    server, for the one line); any other failure of the job comes as Spark raised it.
     """
-    try:
-        return dict(rows.mapPartitionsWithIndex(partial(stage_partition, target)).collect())
-    except Exception as exc:
-        found = _MARKED.findall(f"{exc}\n{failure_text(exc)}")
-        if not found:
-            raise
-        kind, reason = found[-1]
-        if kind == "retry":
-            raise PostgresUnavailableError(f"staging: {reason}") from None
-        raise _ERRORS[kind](f"{what}: {reason}") from None
+    found = rows.mapPartitionsWithIndex(partial(stage_partition, target)).collect()
+    failed = [failure for _, _, failure in found if failure is not None]
+    if any(kind == RETRY for kind, _ in failed):
+        reason = next(reason for kind, reason in failed if kind == RETRY)
+        raise PostgresUnavailableError(f"staging: {reason}")
+    if failed:
+        kind, reason = failed[0]
+        raise _ERRORS.get(kind, SinkError)(f"{what}: {reason}")
+    return {part: count for part, count, _ in found}

@@ -338,11 +338,14 @@ class PostgresWriter:
         return self._run(f"staging batch_time_ms={batch_ms} in", stage)
 
     def _clear(self, conn: Connection, target: StagingTarget) -> None:
-        """Remove the staged rows an earlier attempt of the target's batch left."""
-        conn.execute(
-            sql.SQL("DELETE FROM {} WHERE sink = %s AND batch_ms = %s").format(self._staging),
-            [target.sink, target.batch_ms],
-        )
+        """Remove the staged rows an earlier attempt of the target's batch left (a commit
+        that need not be durable: the merge checks what is staged)."""
+        with conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE sink = %s AND batch_ms = %s").format(self._staging),
+                [target.sink, target.batch_ms],
+            )
 
     def _commit(self, batch_ms: int, body: Callable[[Connection], bool], what: str = "") -> bool:
         """Run `body` in one transaction, retried; False if it found the batch written.

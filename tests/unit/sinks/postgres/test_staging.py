@@ -11,7 +11,7 @@ import pytest
 from streaming_app.errors import SinkError, SinkSetupError
 from streaming_app.sinks.postgres import staging
 from streaming_app.sinks.postgres.connection import PostgresUnavailableError, with_environment
-from streaming_app.sinks.postgres.staging import StagingError, StagingTarget, run_staging
+from streaming_app.sinks.postgres.staging import StagingTarget, run_staging
 from streaming_app.sinks.postgres.writer import PostgresWriter
 
 SECRET = "s3cret-pw"
@@ -57,39 +57,61 @@ def test_the_environment_fills_in_what_the_dsn_leaves_out(
         ('FATAL:  database "nope" does not exist', "SinkSetupError"),
     ],
 )
-def test_a_tasks_failure_says_what_it_is_in_one_line_without_the_password(
+def test_a_tasks_failure_is_its_result_in_one_line_without_the_password(
     monkeypatch: pytest.MonkeyPatch, message: str, kind: str
 ) -> None:
     monkeypatch.setattr(staging, "connect", failing(psycopg.OperationalError(message)))
-    with pytest.raises(StagingError) as raised:
-        list(staging.stage_partition(target(), 3, iter([("a", 1)])))
-    text = str(raised.value)
-    assert text.startswith(f"{staging.MARK} {kind}: ")
-    assert SECRET not in text and "\n" not in text
+    [(part, count, failure)] = staging.stage_partition(target(), 3, iter([("a", 1)]))
+    assert (part, count) == (3, -1) and failure is not None
+    assert failure[0] == kind
+    assert SECRET not in failure[1] and "\n" not in failure[1]
 
 
-class FailedJob:
-    """An RDD whose job fails with the text of a Spark failure around a task's error."""
+class Job:
+    """An RDD whose staging job returns the given task results."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, results: list[Any]) -> None:
+        self.results = results
 
-    def mapPartitionsWithIndex(self, function: Any) -> FailedJob:  # noqa: N802 (Spark's)
+    def mapPartitionsWithIndex(self, function: Any) -> Job:  # noqa: N802 (Spark's)
         return self
 
     def collect(self) -> Any:
-        raise RuntimeError(f"Job aborted due to stage failure:\n{self.text}\n\tat org.apache")
+        return self.results
 
 
-def test_the_driver_sorts_a_failed_staging_job() -> None:
-    retry = f"streaming_app.sinks.postgres.staging.StagingError: {staging.MARK} retry: refused"
+def test_the_driver_sorts_what_the_tasks_returned() -> None:
+    assert run_staging(Job([(0, 5, None), (1, 0, None)]), target(), "x") == {0: 5, 1: 0}  # type: ignore[arg-type]
+    retry = [(0, 5, None), (1, -1, ("retry", "refused"))]
     with pytest.raises(PostgresUnavailableError, match="staging: refused"):
-        run_staging(FailedJob(retry), target(), "sink wc")  # type: ignore[arg-type]
-    setup = f"StagingError: {staging.MARK} SinkSetupError: bad password; check the user"
+        run_staging(Job(retry), target(), "sink wc")  # type: ignore[arg-type]
+    setup = [(0, -1, ("SinkSetupError", "bad password; check the user"))]
     with pytest.raises(SinkSetupError, match=r"^sink wc: bad password; check the user$"):
-        run_staging(FailedJob(setup), target(), "sink wc")  # type: ignore[arg-type]
-    sink = f"StagingError: {staging.MARK} SinkError: permission denied; grant"
+        run_staging(Job(setup), target(), "sink wc")  # type: ignore[arg-type]
+    sink = [(0, -1, ("SinkError", "permission denied; grant"))]
     with pytest.raises(SinkError, match=r"^sink wc: permission denied"):
-        run_staging(FailedJob(sink), target(), "sink wc")  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="Python worker exited"):
-        run_staging(FailedJob("Python worker exited unexpectedly"), target(), "x")  # type: ignore[arg-type]
+        run_staging(Job(sink), target(), "sink wc")  # type: ignore[arg-type]
+
+
+def test_a_kept_connection_that_no_longer_answers_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Conn:
+        closed = False
+
+        def __init__(self, alive: bool) -> None:
+            self.alive = alive
+
+        def execute(self, *args: Any) -> None:
+            if not self.alive:
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        def close(self) -> None:
+            self.closed = True
+
+    dead, fresh = Conn(False), Conn(True)
+    monkeypatch.setattr(staging, "connect", lambda *args: fresh)
+    monkeypatch.setitem(staging._CONNECTIONS, "k", dead)  # type: ignore[arg-type]
+    assert staging._connection(target(), "k") is fresh
+    assert dead.closed and staging._CONNECTIONS["k"] is fresh
+    assert staging._connection(target(), "k") is fresh  # kept while it answers
