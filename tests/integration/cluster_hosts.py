@@ -146,3 +146,18 @@ class HostCluster(Cluster):
             path = self.workdir / f"{name}.log"
             parts.append(f"--- {name} log ({path}):\n{tail(path)}")
         return "\n".join(parts)
+
+
+def submit_args(cluster: HostCluster, driver: Host) -> list[str]:
+    """spark-submit's options for a driver on `driver` with both workers' executors."""
+    return [
+        "--master", cluster.master_url,
+        "--conf", f"spark.driver.host={driver.address}",
+        "--conf", "spark.ui.enabled=false",
+        # The state has as many partitions as there are cores when the context is created:
+        # wait for both executors (the ratio counts against spark.cores.max), so that it
+        # has four, and each worker holds some of them.
+        "--conf", "spark.cores.max=4",
+        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1",
+        "--executor-memory", "512m",  # fits a worker's 1 GiB
+    ]  # fmt: skip

@@ -28,6 +28,7 @@ from streaming_app.errors import OutputError
 from streaming_app.sinks.files_layout import read_totals
 from tests.integration.cluster_helpers import SubmittedApp
 from tests.integration.cluster_hosts import HostCluster
+from tests.integration.cluster_hosts import submit_args as two_workers
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import (
     SCHEDULING_DELAY,
@@ -211,17 +212,7 @@ def start_scene(
     rounds = Rounds(hosts["broker"], bootstrap, fresh_topic("cluster"), tmp_path, 30)
     rounds.written += rounds.step()  # the topic and a first round, before the app starts
     assert not rounds.failures, rounds.failures
-    submit_args = [
-        "--master", cluster.master_url,
-        "--conf", f"spark.driver.host={hosts['driver'].address}",
-        "--conf", "spark.ui.enabled=false",
-        # The state has as many partitions as there are cores when the context is created:
-        # wait for both executors (the ratio counts against spark.cores.max), so that it
-        # has four, and each worker holds some of them.
-        "--conf", "spark.cores.max=4",
-        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1",
-        "--executor-memory", "512m",  # fits a worker's 1 GiB
-    ]  # fmt: skip
+    submit_args = two_workers(cluster, hosts["driver"])
     # Every host shares this machine's file system, as a cluster's nodes share a mount.
     run_args = kafka_args(
         dirs, bootstrap, rounds.topic, "--allow-local-checkpoint", "--stop-timeout", "120",

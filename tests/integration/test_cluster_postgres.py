@@ -11,10 +11,8 @@ goes on without a restart. Every total is exact, and the staging table is empty 
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -22,27 +20,18 @@ import pytest
 
 from streaming_app.settings.rules import STAGING_SUFFIX
 from tests.integration.cluster_helpers import SubmittedApp
-from tests.integration.cluster_hosts import HostCluster
+from tests.integration.cluster_hosts import HostCluster, submit_args
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.netns import Host, Network
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
-from tests.integration.pg_host import PgHost, pg_on
+from tests.integration.pg_host import pg_on
 from tests.integration.test_cluster_partition import pids_on, wait_until
 from tests.integration.test_postgres_staging import rows_held, sessions_waiting, staged_rows
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 TABLE = "public.wc"
 EXECUTOR = "streaming-app executor"
-
-
-@contextlib.contextmanager
-def server_on(host: Host) -> Iterator[PgHost]:
-    found = pg_on(host)
-    try:
-        yield next(found)
-    finally:
-        found.close()
 
 
 def kill_executor(host: Host) -> None:
@@ -58,25 +47,17 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
     rng = random.Random(61)
     texts = [make_text(rng, 40)]
     drop_file(dirs["input"], "a.txt", texts[0].encode())
-    with server_on(hosts["pg"]) as server:
+    with pg_on(hosts["pg"]) as server:
         cluster = HostCluster(tmp_path / "cluster", hosts["master"], [hosts["wa"], hosts["wb"]])
         cluster.start()
-        submit_args = [
-            "--master", cluster.master_url,
-            "--conf", f"spark.driver.host={hosts['driver'].address}",
-            "--conf", "spark.ui.enabled=false",
-            # Both executors before the first batch: the state's four partitions on both.
-            "--conf", "spark.cores.max=4",
-            "--conf", "spark.scheduler.minRegisteredResourcesRatio=1",
-            "--executor-memory", "512m",
-        ]  # fmt: skip
         config = postgres_config(tmp_path, server.dsn())
         run_args = files_args(
             dirs, "--allow-local-checkpoint", "--sink", "postgres", "--postgres-table", TABLE,
             "--config", str(config), "--batch-interval", "4", "--checkpoint-interval", "8",
             "--snapshot-interval", "40",
         )  # fmt: skip
-        app = SubmittedApp(submit_args, run_args, tmp_path, "submit", on=hosts["driver"])
+        args = submit_args(cluster, hosts["driver"])
+        app = SubmittedApp(args, run_args, tmp_path, "submit", on=hosts["driver"])
         try:
             with cluster.logs_on_failure():
                 app.wait_for_log(r"Started new streaming context", timeout=180)

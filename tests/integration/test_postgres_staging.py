@@ -1,5 +1,5 @@
 """The postgres sink's staging table under kill -9: of the driver between staging and merge,
-and of the executors' Python workers during the staging write. Both end exact.
+then of the executors' Python workers during the staging write. Both end exact.
 
 The DStream engine (files source, files and postgres sinks) runs in local mode against the
 local server. The driver is held between the two steps at its merge's
@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 import random
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,12 @@ from streaming_app.settings.rules import STAGING_SUFFIX
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, make_text, truth
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
+from tests.integration.test_postgres_partition import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 HOLD_KEY = 43
 STARTED = "Started new streaming context"
 RECOVERED = "Recovered streaming context"
-
-
-def wait_until(what: str, check: Callable[[], object], timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s")
-        time.sleep(0.1)
 
 
 def sessions_waiting(dsn: str, name: str, event: str) -> list[tuple[Any, ...]]:
@@ -111,49 +104,51 @@ def run_args(dirs: dict[str, Path], tmp_path: Path, dsn: str, table: str) -> lis
     )  # fmt: skip
 
 
-def test_a_driver_killed_between_staging_and_merge_ends_exact(
+@dataclass
+class Run:
+    """The app's command line and the texts it was given, file by file."""
+
+    dirs: dict[str, Path]
+    dsn: str
+    table: str
+    args: list[str]
+    rng: random.Random
+    texts: list[str] = field(default_factory=list)
+
+    def add(self, name: str) -> None:
+        self.texts.append(make_text(self.rng, 30))
+        drop_file(self.dirs["input"], name, self.texts[-1].encode())
+
+    def exact(self) -> None:
+        wait_for_pg_totals(self.dsn, self.table, truth(self.texts), timeout=240)
+
+
+def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid_copy(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
 ) -> None:
     table = f"{pg_schema}.wc"
-    args = run_args(dirs, tmp_path, pg_dsn, table)
-    rng = random.Random(53)
-    texts = [make_text(rng, 30)]
-    app = start_app(*args)
+    run = Run(dirs, pg_dsn, table, run_args(dirs, tmp_path, pg_dsn, table), random.Random(53))
+    app = start_app(*run.args)
     app.wait_for_log(STARTED)
-    drop_file(dirs["input"], "a.txt", texts[0].encode())
-    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    run.add("a.txt")
+    run.exact()
+
+    # The driver killed between the two steps: the rows staged, the merge held.
     with rows_held(pg_dsn, table):
-        texts.append(make_text(rng, 30))
-        drop_file(dirs["input"], "b.txt", texts[-1].encode())
-        # Staged by the executors, the driver's merge held at its first row.
+        run.add("b.txt")
         wait_until("the merge held", lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"))
         assert staged_rows(pg_dsn, table) > 0
         app.kill9()
     assert staged_rows(pg_dsn, table) > 0  # left by the crash, until the batch is merged
-    app = start_app(*args)
+    app = start_app(*run.args)
     app.wait_for_log(RECOVERED)
-    texts.append(make_text(rng, 30))
-    drop_file(dirs["input"], "c.txt", texts[-1].encode())
-    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
-    assert app.terminate() == 0, app.log()[-3000:]
+    run.add("c.txt")
+    run.exact()
     assert staged_rows(pg_dsn, table) == 0  # merged, then removed
-    assert "Traceback" not in app.log()
 
-
-def test_executors_killed_during_the_staging_write_end_exact(
-    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
-) -> None:
-    table = f"{pg_schema}.wc"
-    args = run_args(dirs, tmp_path, pg_dsn, table)
-    rng = random.Random(59)
-    texts = [make_text(rng, 30)]
-    app = start_app(*args)
-    app.wait_for_log(STARTED)
-    drop_file(dirs["input"], "a.txt", texts[0].encode())
-    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    # The executors' Python workers killed while their tasks are inside their COPY.
     with rows_held(pg_dsn, table + STAGING_SUFFIX):
-        texts.append(make_text(rng, 30))
-        drop_file(dirs["input"], "b.txt", texts[-1].encode())
+        run.add("d.txt")
         wait_until(
             "a task held in its COPY",
             lambda: sessions_waiting(pg_dsn, "streaming-app executor", "advisory"),
@@ -165,12 +160,11 @@ def test_executors_killed_during_the_staging_write_end_exact(
     # Local mode does not retry a task: the batch fails and the run ends; a supervisor
     # starts it again, and the batch is replayed. (On a cluster, Spark retries the task:
     # test_cluster_postgres.py.)
-    code = app.wait(timeout=120)
-    assert code != 0, app.log()[-3000:]
-    app = start_app(*args)
+    assert app.wait(timeout=120) != 0, app.log()[-3000:]
+    app = start_app(*run.args)
     app.wait_for_log(RECOVERED)
-    texts.append(make_text(rng, 30))
-    drop_file(dirs["input"], "c.txt", texts[-1].encode())
-    wait_for_pg_totals(pg_dsn, table, truth(texts), timeout=240)
+    run.add("e.txt")
+    run.exact()
     assert app.terminate() == 0, app.log()[-3000:]
     assert staged_rows(pg_dsn, table) == 0
+    assert "Traceback" not in app.log()
