@@ -1,4 +1,9 @@
-"""The benchmark harness works (tiny sizes): CI checks the harness, not the figures.
+"""The benchmark harness works (tiny sizes): checks of the harness, not of the figures.
+
+CI runs the smoke of the exact configuration and the state's cost (the benchmarks the
+README's figures come from); the others are `slow` (about 15 minutes of CI's time between
+them, quixstreams' install from PyPI included): after changing a benchmark, run them with
+`pytest -m slow tests/integration/test_bench_smoke.py`.
 
 One size where the full run loops over several (each app run costs CI about 20 s), but
 two batch sizes for the sustained rate: at 400 lines alone it is below 0.01 of the
@@ -28,6 +33,7 @@ def _smoke(tmp_path: Path, only: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
     # The benchmarks of issue 18 have a test of their own (below), within the timeout.
     result = _smoke(tmp_path, "throughput,micro,checkpoint,state,peer,recovery")
@@ -112,6 +118,7 @@ def test_bench_smoke_of_the_exact_configuration_and_the_cost_against_the_state(
         assert text in result.stdout, text
 
 
+@pytest.mark.slow
 def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "memory_run.py"), "--minutes", "1", "--keys",
@@ -146,6 +153,7 @@ def test_sink_pass_runs_both_paths_and_they_agree() -> None:
     assert "| top 10 of the buckets' tops (after) |" in result.stdout
 
 
+@pytest.mark.slow
 def test_bench_smoke_against_quixstreams(tmp_path: Path) -> None:
     # quixstreams' job runs in .venv-quix (made on first use); its totals are read back.
     result = _smoke(tmp_path, "quix")
@@ -163,6 +171,7 @@ def test_bench_smoke_against_quixstreams(tmp_path: Path) -> None:
     assert "| quixstreams, exactly-once, totals to a topic, 2 instances |" in result.stdout
 
 
+@pytest.mark.slow
 def test_bench_smoke_of_the_cost_of_security_and_of_scraping(tmp_path: Path) -> None:
     # Both sides in the exact configuration, one run each; the secured one over TLS through
     # stunnel with a secret file, which must have turned Spark's protections on.
@@ -209,3 +218,20 @@ def test_bench_smoke_of_the_cost_of_security_and_of_scraping(tmp_path: Path) -> 
         "**Where a secured Kafka read's time goes**",
     ):
         assert text in result.stdout, text
+
+
+@pytest.mark.slow
+def test_driver_cost_smoke(tmp_path: Path, pg_dsn: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "driver_cost.py"), "--lines", "400",
+         "--batches", "4", "--engines", "dstream", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=580,
+        env={**os.environ, "TEST_POSTGRES_DSN": pg_dsn},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads((tmp_path / "driver_cost.json").read_text())
+    assert {(r["engine"], r["sink"], r["keys"]) for r in found["rows"]} == {
+        ("dstream", sink, keys) for sink in ("files", "postgres") for keys in ("~10k", "~490k")
+    }
+    assert all(r["driver_mib"] > 0 and r["driver_cpu_s"] > 0 for r in found["rows"])
+    assert found["floor"]["seconds"] > 0 and "| dstream | postgres |" in result.stdout
