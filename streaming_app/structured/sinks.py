@@ -96,18 +96,17 @@ class BatchSinks:
         spark = batch.sparkSession
         started = time.monotonic()
         every: EveryTotal | None = None
-        changes: DataFrame | None = None
         try:
             with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
-                # The micro-batch runs here, once, whatever the sinks read of it.
+                # The micro-batch runs here, once, whatever the sinks read of it. Its
+                # blocks go when the frame does: Spark's ContextCleaner removes a
+                # checkpointed RDD's blocks once the driver JVM has collected it.
                 changes = batch.localCheckpoint(eager=True)
                 every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, changes)
                 self._write(changes, batch_id, every, started)
         finally:
             if every is not None:
                 every.release()
-            if changes is not None:
-                changes.unpersist()
 
     def _write(self, changes: DataFrame, batch_id: int, every: EveryTotal, started: float) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only

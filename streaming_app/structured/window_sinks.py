@@ -46,20 +46,18 @@ class WindowSinks:
 
         # The end as epoch ms in Spark: a timestamp collected is a naive local datetime.
         ends = F.unix_millis(F.col(f"{WINDOW}.end")).alias(END)
-        windows = batch.select(ends, KEY, TOTAL).localCheckpoint(eager=True)
-        try:
-            with app_errors_in_one_line(batch.sparkSession.sparkContext):
-                closed = windows.groupBy(END).count().orderBy(END).collect()
-                for end_ms, keys in closed:
-                    self._write(windows.where(F.col(END) == end_ms).select(KEY, TOTAL), end_ms)
-                    log.info(
-                        "window batch_id=%d window_end_ms=%d: %d keys written",
-                        batch_id,
-                        end_ms,
-                        keys,
-                    )
-        finally:
-            windows.unpersist()
+        with app_errors_in_one_line(batch.sparkSession.sparkContext):
+            # Run once, read per window (its blocks go with the frame, as sinks.py's).
+            windows = batch.select(ends, KEY, TOTAL).localCheckpoint(eager=True)
+            closed = windows.groupBy(END).count().orderBy(END).collect()  # a row a window
+            for end_ms, keys in closed:
+                self._write(windows.where(F.col(END) == end_ms).select(KEY, TOTAL), end_ms)
+                log.info(
+                    "window batch_id=%d window_end_ms=%d: %d keys written",
+                    batch_id,
+                    end_ms,
+                    keys,
+                )
 
     def _write(self, window: DataFrame, end_ms: int) -> None:
         """One closed window, (key, total) rows on the executors, to every sink."""
