@@ -177,17 +177,15 @@ class PostgresWriter:
             self._run("clearing the staged rows in", lambda conn: self._clear(conn, target))
             return run_staging(rows, target, what)
 
-        with timed("postgres"):
-            return with_retries(
-                f"staging batch_time_ms={batch_ms} in PostgreSQL at {self.server} "
-                f"(table {self.table})",
-                attempt,
-                self._stop,
-                retry_on=(PostgresUnavailableError,),
-                give_up_after=self.give_up_after,
-                setting="postgres_give_up_after",
-                peer="postgres",
-            )
+        return with_retries(
+            f"staging batch_time_ms={batch_ms} in PostgreSQL at {self.server} (table {self.table})",
+            attempt,
+            self._stop,
+            retry_on=(PostgresUnavailableError,),
+            give_up_after=self.give_up_after,
+            setting="postgres_give_up_after",
+            peer="postgres",
+        )
 
     def merge_staged(
         self,
@@ -218,8 +216,7 @@ class PostgresWriter:
         def merge(conn: Connection) -> bool:
             return self._merge(conn, batch_ms, counts, position, plan or by_time)
 
-        with timed("postgres"):
-            written = self._commit(batch_ms, merge)
+        written = self._commit(batch_ms, merge)
         rows = sum(counts.values())
         if written:
             log.debug("wrote batch_time_ms=%d rows=%d table=%s", batch_ms, rows, self.table)
@@ -314,17 +311,19 @@ class PostgresWriter:
     def _staged(
         self, stage: Callable[[], dict[int, int]], merge: Callable[[dict[int, int]], bool]
     ) -> bool:
-        """Stage, then merge; staged again when the merge finds staged rows missing."""
+        """Stage, then merge, timed as one write of the sink (the endpoint's `postgres`
+        operation); staged again when the merge finds staged rows missing."""
         attempt = 1
-        while True:
-            counts = stage()
-            try:
-                return merge(counts)
-            except StagedRowsMissingError as exc:
-                if attempt == MERGE_ATTEMPTS:
-                    raise SinkError(f"PostgreSQL sink {self.table}: {exc}") from None
-                log.warning("%s", exc)
-                attempt += 1
+        with timed("postgres"):
+            while True:
+                counts = stage()
+                try:
+                    return merge(counts)
+                except StagedRowsMissingError as exc:
+                    if attempt == MERGE_ATTEMPTS:
+                        raise SinkError(f"PostgreSQL sink {self.table}: {exc}") from None
+                    log.warning("%s", exc)
+                    attempt += 1
 
     def _stage_here(
         self, batch_ms: int, rows: list[tuple[str, Any]], window: bool = False
