@@ -213,7 +213,7 @@ def engine_conf() -> dict[str, str]:
     from streaming_app.settings.schema import AppConfig
     from streaming_app.structured.session import session_conf
 
-    return session_conf(AppConfig(), "local[2]")
+    return session_conf(AppConfig())
 
 
 def app_counts(lines: Any) -> Any:
