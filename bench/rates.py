@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from bench.harness import (
     median,
 )
 from bench.memory import RssTimeline, batch_window, peak_during
+from bench.micro import cpu_seconds
 from streaming_app.common.metrics_record import BatchMetrics
 
 T = TypeVar("T")
@@ -71,7 +71,8 @@ def app_rate(
     finally:
         memory_figures: dict[str, Any] = dict(peak.stop()) if peak else {}
         if driver_cpu:
-            memory_figures["driver_cpu_s"] = cpu_seconds(app.proc.pid)
+            stat = Path(f"/proc/{app.proc.pid}/stat")
+            memory_figures["driver_cpu_s"] = round(cpu_seconds(stat), 2)
         app.stop()
     batches = app.batches()
     if during and timeline:
@@ -91,12 +92,6 @@ def app_rate(
         **memory_figures,
         **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user and system) one process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def steady_batches(busy: list[T], records: list[int], skip_lines: int) -> list[T]:
