@@ -24,7 +24,7 @@ from streaming_app.errors import CheckpointError, SinkError
 from streaming_app.structured.kafka_offsets import from_json
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    from pyspark.sql import DataFrame
 
     from streaming_app.settings.schema import AppConfig
     from streaming_app.sinks.postgres.writer import Plan, Progress
@@ -104,15 +104,15 @@ def write_postgres(
     context: str,
     batch_id: int,
     batch_ms: int,
-    changes: RDD[tuple[str, Any]],
+    changes: DataFrame,
     offset: Any,
-    every: Callable[[], RDD[tuple[str, Any]]],
+    every: Callable[[], DataFrame],
 ) -> str:
     """Write a micro-batch's changed totals (or every total) and its progress row.
 
-    changes: the micro-batch's changed totals as exact pairs, on the executors;
-    offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for the row;
-    every: every total after the micro-batch as exact pairs (totals.EveryTotal.pairs),
+    changes: the micro-batch's changed totals as text pairs (totals.text_pairs), on the
+    executors; offset: the micro-batch's end offset in the offsets log (Kafka's JSON), for
+    the row; every: every total after the micro-batch as text pairs (EveryTotal.text_pairs),
     read when the table does not hold the micro-batch before.
     """
     from streaming_app.sinks.postgres.stream import writer_for

@@ -41,7 +41,7 @@ from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.snapshot_writer import snapshot_due, write_snapshot
 from streaming_app.structured.state_layout import value_type
-from streaming_app.structured.totals import EveryTotal, exact_pair, top_pairs, total_lines
+from streaming_app.structured.totals import EveryTotal, text_pairs, top_pairs, total_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -156,9 +156,9 @@ class BatchSinks:
             elif sink == "postgres":
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
-                rows = changes.rdd.map(exact_pair)
+                rows = text_pairs(changes)
                 done = write_postgres(
-                    config, context, batch_id, batch_ms, rows, offset, every.pairs
+                    config, context, batch_id, batch_ms, rows, offset, every.text_pairs
                 )
                 written.append(f"postgres: {done}")
         if snapshot:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.structured.state_layout import KEY, SUM_FIELD, TOTAL, VALUE, exact
 
 if TYPE_CHECKING:
-    from pyspark import RDD
     from pyspark.sql import Column, DataFrame, SparkSession
 
 LINE = "value"  # the one column of Spark's text data source
@@ -98,9 +97,9 @@ class EveryTotal:
         """The changed keys (read from the checkpointed changes, on the executors)."""
         return self.changes.select(KEY)
 
-    def pairs(self) -> RDD[tuple[str, Any]]:
-        """Every total as exact (key, total) pairs, for a writer in Python (executors)."""
-        return self.frame().rdd.map(exact_pair)
+    def text_pairs(self) -> DataFrame:
+        """Every total as `text_pairs` (for the postgres sink's staging, on the executors)."""
+        return text_pairs(self.frame())
 
     def release(self) -> None:
         """Drop the cached frame, if it was read."""
@@ -124,6 +123,17 @@ def top_pairs(frame: DataFrame, n: int) -> list[tuple[str, Any]]:
 def exact_pair(row: Any) -> tuple[str, Any]:
     """A (key, total) row as the DStream engine's pair: an int or a normalized Decimal."""
     return row[0], exact(row[1])
+
+
+def text_pairs(frame: DataFrame) -> DataFrame:
+    """A frame of (key, total) as (partition, key, total as `exact` formats it, as text):
+    what the postgres sink's staging tasks COPY (staging.py `stage_batches`), with no
+    Python object per row (Arrow's CSV, where `DataFrame.rdd` would unpickle a Row a
+    total); the partition is the task's, computed in the same stage."""
+    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
+
+    part = F.spark_partition_id().alias("part")
+    return frame.select(part, F.col(KEY), total_text(F.col(TOTAL)).alias(TOTAL))
 
 
 def total_text(total: Column) -> Column:

@@ -22,7 +22,7 @@ from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import write_window
 from streaming_app.structured.state_layout import KEY, TOTAL
-from streaming_app.structured.totals import exact_pair, top_pairs, total_lines
+from streaming_app.structured.totals import text_pairs, top_pairs, total_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -80,5 +80,5 @@ class WindowSinks:
         from streaming_app.sinks.postgres.stream import writer_for
 
         writer = writer_for(self.config.postgres_table, self.config.job == "keyed-sum")
-        if not writer.write_window_staged(window.rdd.map(exact_pair), end_ms):
+        if not writer.write_window_staged(text_pairs(window), end_ms):
             log.info("window at window_end_ms=%d: already in postgres; skipped", end_ms)

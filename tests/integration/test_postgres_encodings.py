@@ -99,3 +99,31 @@ def test_the_app_counts_non_ascii_words_exactly_into_a_sql_ascii_database(
     assert app.terminate() == 0
     assert read_totals(ascii_dsn, "wc") == truth(texts)
     assert "Traceback" not in app.log()
+
+
+# Words the staging COPY's CSV (the structured engine's) must quote or keep as they are.
+AWKWARD = ["a,b", 'say "hi"', "line\nbreak", "cr\rlf", "tab\there", "back\\slash", "\\N", "NULL"]
+
+
+@pytest.mark.parametrize("encoding", ["UTF8", "SQL_ASCII"])
+def test_a_frames_staged_rows_hold_every_word_and_total_as_it_is(pg_dsn: str, encoding: str) -> None:
+    import pyarrow as pa
+
+    from streaming_app.sinks.postgres.staging import stage_batches
+
+    words = AWKWARD + WORDS
+    totals = [str(i + 1) if i % 2 else f"{i}.25" for i in range(len(words))]
+    half = len(words) // 2
+    batches = [
+        pa.RecordBatch.from_pydict({"part": [2] * len(ws), "key": ws, "total": ts})
+        for ws, ts in ((words[:half], totals[:half]), (words[half:], totals[half:]))
+    ]
+    with fresh_database(pg_dsn, encoding) as dsn:
+        with PostgresWriter(dsn, "sums", value_type="numeric") as writer:
+            writer.ensure_schema()
+            [result] = stage_batches(writer.staging_target(1000), iter(batches))
+            assert result.to_pylist() == [
+                {"part": 2, "count": len(words), "kind": None, "reason": None}
+            ]
+            assert writer.merge_staged(1000, {2: len(words)})
+        assert read_totals(dsn, "sums") == {w: Decimal(t) for w, t in zip(words, totals)}

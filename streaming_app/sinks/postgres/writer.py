@@ -50,6 +50,7 @@ from streaming_app.sinks.postgres.staging import StagingTarget, copy_rows, run_s
 
 if TYPE_CHECKING:
     from pyspark import RDD
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "Plan",
@@ -166,7 +167,9 @@ class PostgresWriter:
             self.connect_timeout,
         )
 
-    def stage(self, rows: RDD[Any], batch_ms: int, window: bool = False) -> dict[int, int]:
+    def stage(
+        self, rows: RDD[Any] | DataFrame, batch_ms: int, window: bool = False
+    ) -> dict[int, int]:
         """Stage a batch's (key, value) rows by the executors, each partition's task its own
         rows; {partition: rows}. What an earlier attempt of the batch left is removed
         first. A task's connection failure is retried as the writer's own."""
@@ -226,20 +229,21 @@ class PostgresWriter:
 
     def write_staged(
         self,
-        rows: RDD[Any],
+        rows: RDD[Any] | DataFrame,
         batch_ms: int,
         source_position: Any = None,
         replace: bool = False,
         plan: Plan | None = None,
     ) -> bool:
-        """Write a batch's (key, total) rows, an RDD, through the staging table: staged by
-        the executors (`stage`), then merged (`merge_staged`); False if already written."""
+        """Write a batch's (key, total) rows (an RDD, or a frame: staging.py `run_staging`)
+        through the staging table: staged by the executors (`stage`), then merged
+        (`merge_staged`); False if already written."""
         return self._staged(
             lambda: self.stage(rows, batch_ms),
             lambda counts: self.merge_staged(batch_ms, counts, source_position, replace, plan),
         )
 
-    def write_window_staged(self, rows: RDD[Any], batch_ms: int) -> bool:
+    def write_window_staged(self, rows: RDD[Any] | DataFrame, batch_ms: int) -> bool:
         """Replace `<table>_window` by the window ending at batch_ms, an RDD of (key,
         count) rows staged by the executors; False if not newer than the recorded one
         (then nothing is staged)."""

@@ -115,3 +115,37 @@ def test_a_kept_connection_that_no_longer_answers_is_replaced(
     assert staging._connection(target(), "k") is fresh
     assert dead.closed and staging._CONNECTIONS["k"] is fresh
     assert staging._connection(target(), "k") is fresh  # kept while it answers
+
+
+def test_a_frames_partition_reports_its_failure_as_a_row_and_an_empty_one_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pyarrow as pa
+
+    monkeypatch.setattr(staging, "connect", failing(psycopg.OperationalError("refused")))
+    empty = pa.RecordBatch.from_pydict({"part": pa.array([], pa.int32()), "k": [], "v": []})
+    rows = pa.RecordBatch.from_pydict({"part": [4], "k": ["a"], "v": ["1"]})
+    [result] = staging.stage_batches(target(), iter([empty, rows]))
+    assert result.to_pylist() == [{"part": 4, "count": -1, "kind": "retry", "reason": "refused"}]
+    assert list(staging.stage_batches(target(), iter([empty]))) == []  # no partition to stage
+
+
+class Frame:
+    """A DataFrame whose staging job returns the given task results, as rows."""
+
+    def __init__(self, results: list[tuple[Any, ...]]) -> None:
+        self.results = results
+
+    def mapInArrow(self, function: Any, schema: str) -> Frame:  # noqa: N802 (Spark's)
+        assert schema == staging.STAGED_SCHEMA
+        return self
+
+    def collect(self) -> Any:
+        return self.results
+
+
+def test_the_driver_reads_a_frames_results_as_an_rdds() -> None:
+    assert run_staging(Frame([(0, 5, None, None)]), target(), "x") == {0: 5}  # type: ignore[arg-type]
+    failed = Frame([(0, 5, None, None), (1, -1, "SinkSetupError", "bad password")])
+    with pytest.raises(SinkSetupError, match=r"^sink wc: bad password$"):
+        run_staging(failed, target(), "sink wc")  # type: ignore[arg-type]
