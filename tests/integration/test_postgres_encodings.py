@@ -106,7 +106,9 @@ AWKWARD = ["a,b", 'say "hi"', "line\nbreak", "cr\rlf", "tab\there", "back\\slash
 
 
 @pytest.mark.parametrize("encoding", ["UTF8", "SQL_ASCII"])
-def test_a_frames_staged_rows_hold_every_word_and_total_as_it_is(pg_dsn: str, encoding: str) -> None:
+def test_a_frames_staged_rows_hold_every_word_and_total_as_it_is(
+    pg_dsn: str, encoding: str
+) -> None:
     import pyarrow as pa
 
     from streaming_app.sinks.postgres.staging import stage_batches
@@ -126,4 +128,6 @@ def test_a_frames_staged_rows_hold_every_word_and_total_as_it_is(pg_dsn: str, en
                 {"part": 2, "count": len(words), "kind": None, "reason": None}
             ]
             assert writer.merge_staged(1000, {2: len(words)})
-        assert read_totals(dsn, "sums") == {w: Decimal(t) for w, t in zip(words, totals)}
+        assert read_totals(dsn, "sums") == {
+            w: Decimal(t) for w, t in zip(words, totals, strict=True)
+        }

@@ -301,3 +301,34 @@ def test_exact_sums_and_windows_and_a_table_of_the_other_job_is_refused(
     with PostgresWriter(pg_dsn, pg_table) as counts, pytest.raises(SinkError) as caught:
         counts.ensure_schema()
     assert "has a numeric count column, but this job writes bigint" in str(caught.value)
+
+
+def test_the_staging_table_stays_one_batch_in_size_without_autovacuum(pg_dsn: str) -> None:
+    """Each merge deletes its staged rows; the writer's VACUUM reclaims them, so the table
+    does not grow by a batch a batch when autovacuum is off or behind (this server's is
+    off: `SHOW autovacuum`), and the next batch's scans read no dead rows. A database of
+    its own: another test's open transaction would keep the deleted rows from VACUUM."""
+    table, sizes = "wc", []
+    staging = sql.Identifier(table + "_staging")
+    with pg_helpers.fresh_database(pg_dsn, "UTF8") as dsn:
+        with PostgresWriter(dsn, table) as writer, psycopg.connect(dsn, autocommit=True) as conn:
+            writer.ensure_schema()
+            conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(staging))
+            for batch in range(1, 6):
+                rows = [(f"b{batch}-{i}", i) for i in range(3000)]
+                assert writer.write_batch(batch * 1000, rows)
+                sizes.append(relation_size(conn, staging))
+            # One batch's rows as the tasks stage them, in a table of the same columns.
+            conn.execute(sql.SQL("CREATE TABLE one (LIKE {})").format(staging))
+            with conn.cursor().copy("COPY one FROM STDIN") as copy:
+                for word, count in rows:
+                    copy.write_row((table, 5000, 0, word, count))
+            one_batch = relation_size(conn, sql.Identifier("one"))
+        assert read_totals(dsn, table)["b5-2999"] == 2999
+    assert max(sizes) <= one_batch, (sizes, one_batch)  # without the VACUUM: 5 by the end
+
+
+def relation_size(conn: psycopg.Connection[Any], table: sql.Identifier) -> int:
+    found = conn.execute(sql.SQL("SELECT pg_relation_size('{}')").format(table)).fetchone()
+    assert found is not None
+    return int(found[0])
