@@ -12,10 +12,11 @@ line 8 words never seen before and 2 of the 10,000). Per run, over its steady ba
 the median processing time; over the run: the peak resident memory of the driver's Python
 process and its CPU seconds. The runs are interleaved round after round.
 
-Beside them, the floor of the postgres sink at the large size: PostgreSQL's own COPY of one
-such batch's rows into the staging table (two connections, as two tasks) and the merge
-into a table that already holds a million totals, alone, with nothing of the app's; the
-postgres sink's batch is compared with the files sink's batch plus that floor.
+Beside them, the floor of the postgres sink at the large size: PostgreSQL's own COPY of the
+topic's fourth batch's changed totals into the staging table (two processes, as two
+tasks) and their merge into a table that holds what the app's holds then (the three
+batches before, merged the same way), alone, with nothing of the app's; the postgres
+sink's batch is compared with the files sink's batch plus that floor.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import os
 import random
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -83,63 +83,85 @@ def sink_args(workdir: Path, name: str, engine: str, sink: str) -> list[str]:
     return [*args, "--sink", "postgres", "--postgres-table", table, "--config", str(config)]
 
 
-def pg_floor(lines: int, runs: int, prefill: int = 1_000_000) -> dict[str, Any]:
-    """PostgreSQL's own COPY (two connections) and merge of one large batch's rows, alone."""
+def pg_floor(lines: int, runs: int, before: int = 3) -> dict[str, Any]:
+    """PostgreSQL's own COPY and merge of one large batch's changed totals, alone: batch
+    `before` + 1 of the topic the app reads (the same words), staged by two processes (as
+    two tasks) and merged into a table that holds what the app's table holds then (the
+    batches before it, merged the same way, untimed), the staged rows deleted and the
+    staging table vacuumed as the app's writer does; the median over `runs` tables."""
     import psycopg
 
-    source = keyed_lines(True, 11)
-    rows = Counter(w for _ in range(lines) for w in next(source).split())
-    pairs = list(rows.items())
+    source = keyed_lines(True, 7)  # load()'s lines, batch after batch
+    batches = [
+        Counter(w for _ in range(lines) for w in next(source).split()) for _ in range(before + 1)
+    ]
     seconds = []
     for _ in range(runs):
         table = f"floor_{uuid.uuid4().hex[:8]}"
+        totals: Counter[str] = Counter()
         with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute(f"CREATE TABLE {table} (word text PRIMARY KEY, count bigint NOT NULL,"
                          " last_batch_ms bigint NOT NULL)")  # fmt: skip
             conn.execute(f"CREATE UNLOGGED TABLE {table}_staging (sink text, batch_ms bigint,"
                          " part integer, word text, count bigint)")  # fmt: skip
-            with conn.cursor().copy(f"COPY {table} FROM STDIN") as copy:
-                for i in range(prefill):
-                    copy.write_row((f"p{i}", i, 1))
-            conn.execute(f"VACUUM ANALYZE {table}")
-            started = time.monotonic()
-            tasks = [
-                threading.Thread(target=_stage, args=(table, part, pairs[part::PARTITIONS]))
-                for part in range(PARTITIONS)
-            ]
-            for task in tasks:
-                task.start()
-            for task in tasks:
-                task.join()
-            with conn.transaction():
-                conn.execute(
-                    f"INSERT INTO {table} (word, count, last_batch_ms) SELECT word, count, 2"
-                    f" FROM {table}_staging WHERE sink = 't' AND batch_ms = 2"
-                    " ON CONFLICT (word) DO UPDATE SET count = EXCLUDED.count,"
-                    " last_batch_ms = EXCLUDED.last_batch_ms"
-                )
-                conn.execute(f"DELETE FROM {table}_staging WHERE sink = 't' AND batch_ms <= 2")
-            seconds.append(time.monotonic() - started)
+            for number, batch in enumerate(batches, 1):
+                totals.update(batch)
+                pairs = [(word, totals[word]) for word in batch]
+                took = _floor_batch(conn, table, number, pairs)
+                if number == len(batches):
+                    seconds.append(took)
+            rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             conn.execute(f"DROP TABLE {table}, {table}_staging")
     return {
-        "rows": len(pairs),
-        "prefill": prefill,
+        "rows": len(batches[-1]),
+        "table_rows": int(rows[0]) - len(batches[-1]) if rows else 0,  # before the batch
         "runs": len(seconds),
         "seconds": round(median(seconds), 3),
         "runs_seconds": [round(s, 3) for s in seconds],
     }
 
 
-def _stage(table: str, part: int, pairs: list[tuple[str, int]]) -> None:
+def _floor_batch(conn: Any, table: str, batch: int, pairs: list[tuple[str, int]]) -> float:
+    """Seconds to stage `pairs` by two forked processes and merge them, as the app does."""
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    go = fork.Event()
+    tasks = [
+        fork.Process(target=_stage, args=(go, table, batch, part, pairs[part::PARTITIONS]))
+        for part in range(PARTITIONS)
+    ]  # forked with their rows, so the clock counts no handing over
+    for task in tasks:
+        task.start()
+    time.sleep(1)  # connected and waiting
+    started = time.monotonic()
+    go.set()
+    for task in tasks:
+        task.join()
+    with conn.transaction():
+        conn.execute(
+            f"INSERT INTO {table} (word, count, last_batch_ms) SELECT word, count, {batch}"
+            f" FROM {table}_staging WHERE sink = 't' AND batch_ms = {batch}"
+            " ON CONFLICT (word) DO UPDATE SET count = EXCLUDED.count,"
+            " last_batch_ms = EXCLUDED.last_batch_ms"
+        )
+        conn.execute(f"DELETE FROM {table}_staging WHERE sink = 't' AND batch_ms <= {batch}")
+    conn.execute(f"VACUUM (SKIP_LOCKED) {table}_staging")
+    return time.monotonic() - started
+
+
+def _stage(go: Any, table: str, batch: int, part: int, pairs: list[tuple[str, int]]) -> None:
     import psycopg
 
-    with psycopg.connect(DSN, autocommit=True) as conn, conn.transaction():
-        conn.execute("SET LOCAL synchronous_commit = off")
-        with conn.cursor().copy(
-            f"COPY {table}_staging (sink, batch_ms, part, word, count) FROM STDIN"
-        ) as copy:
-            for word, count in pairs:
-                copy.write_row(("t", 2, part, word, count))
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        go.wait()
+        with conn.transaction():
+            conn.execute("SET LOCAL synchronous_commit = off")
+            with conn.cursor().copy(
+                f"COPY {table}_staging (sink, batch_ms, part, word, count) FROM STDIN"
+            ) as copy:
+                for word, count in pairs:
+                    copy.write_row(("t", batch, part, word, count))
 
 
 def driver_cost(
@@ -202,8 +224,9 @@ def report(found: dict[str, Any]) -> list[str]:
             )
     lines += [
         "",
-        f"PostgreSQL's own COPY (two connections) and merge of one {large} batch "
-        f"({found['floor']['rows']:,} rows into a table of {found['floor']['prefill']:,}), "
+        f"PostgreSQL's own COPY (two processes) and merge of the topic's fourth {large} batch "
+        f"({found['floor']['rows']:,} rows into a table of {found['floor']['table_rows']:,}, "
+        "the batches before it merged the same way), "
         f"alone: {floor} s (median of {found['floor']['runs']}: {found['floor']['runs_seconds']}).",
         "",
         "| engine | postgres / files at ~490k | postgres / (files + PostgreSQL's floor) |",
