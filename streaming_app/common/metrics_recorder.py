@@ -78,7 +78,11 @@ class MetricsRecorder:
             served = endpoint()
             if served is not None:
                 try:
-                    served.observe(batch, self.warned, partitions)
+                    replayed = (
+                        self.replay_until_ms is not None
+                        and batch.batch_time_ms <= self.replay_until_ms
+                    )
+                    served.observe(batch, self.warned, partitions, replayed)
                 except Exception:  # never break the stream over a metric
                     log.debug("could not update the Prometheus metrics", exc_info=True)
 
@@ -90,7 +94,7 @@ class MetricsRecorder:
             self._behind(False, True, "", "no new input")
             served = endpoint()
             if served is not None:
-                served.falling_behind.set(0)
+                served.idle()
 
     def _watch(self, batch: BatchMetrics) -> None:
         if batch.engine == "structured":

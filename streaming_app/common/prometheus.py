@@ -34,6 +34,26 @@ CSV_REASONS = ("csv_columns", "csv_value", "csv_key", "csv_range")
 PEERS = ("kafka", "postgres")
 
 
+class LateGauge:
+    """A gauge served from its first value on: before it, no sample at all, rather than
+    prometheus_client's 0, which an alert reads as a batch completed in 1970."""
+
+    def __init__(self, registry: Any, name: str, documentation: str) -> None:
+        from prometheus_client import Gauge
+
+        self._registry = registry
+        self.gauge = Gauge(name, documentation, registry=None)
+        self._served = False
+        self._lock = threading.Lock()
+
+    def set(self, value: float) -> None:
+        with self._lock:
+            if not self._served:
+                self._registry.register(self.gauge)
+                self._served = True
+        self.gauge.set(value)
+
+
 @dataclass(frozen=True)
 class PartitionPosition:
     """A Kafka partition after a batch: the next offset to process, and the broker's latest
@@ -73,18 +93,36 @@ class Endpoint:
             "Input records (lines or Kafka messages) of the completed batches",
             registry=registry,
         )
-        self.last_batch = Gauge(
+        self.last_batch = LateGauge(
+            registry,
             f"{PREFIX}_last_batch_timestamp_seconds",
-            "Batch time of the newest completed batch (epoch seconds)",
-            registry=registry,
+            "Batch time of the newest completed batch (epoch seconds; absent before the first)",
         )
-        self.last_completed = Gauge(
+        self.last_completed = LateGauge(
+            registry,
             f"{PREFIX}_last_batch_completed_timestamp_seconds",
-            "When the newest batch completed (epoch seconds, the driver's clock)",
+            "When the newest batch completed (epoch seconds, the driver's clock; absent before "
+            "the first)",
+        )
+        self.last_progress = LateGauge(
+            registry,
+            f"{PREFIX}_last_progress_timestamp_seconds",
+            "When the stream last moved on: a batch completed, or (the structured engine) a "
+            "trigger found no new input (epoch seconds; absent before the first)",
+        )
+        self.ready = Gauge(
+            f"{PREFIX}_ready",
+            "1 once the first batch after the start (after a recovery's replayed batches) has "
+            "completed, or the structured engine found no new input; 0 before",
             registry=registry,
         )
-        self.interval = Gauge(
-            f"{PREFIX}_batch_interval_seconds", "The batch interval", registry=registry
+        self.interval = LateGauge(
+            registry, f"{PREFIX}_batch_interval_seconds", "The batch interval"
+        )
+        self.snapshot_interval = LateGauge(
+            registry,
+            f"{PREFIX}_snapshot_interval_seconds",
+            "The state snapshot interval (absent while snapshots are off)",
         )
         self.processing = Histogram(
             f"{PREFIX}_batch_processing_seconds",
@@ -98,11 +136,11 @@ class Endpoint:
             buckets=BUCKETS,
             registry=registry,
         )
-        self.falling_behind = Gauge(
+        self.falling_behind = LateGauge(
+            registry,
             f"{PREFIX}_falling_behind",
             "1 while the scheduling delay grows past the batch interval (the job cannot keep "
-            "up with its input), else 0",
-            registry=registry,
+            "up with its input), else 0; absent before the first batch",
         )
         self.lag = Gauge(
             f"{PREFIX}_kafka_lag_records",
@@ -140,10 +178,10 @@ class Endpoint:
             "Words counted by the completed batches (the word-count job)",
             registry=registry,
         )
-        self.state_keys = Gauge(
+        self.state_keys = LateGauge(
+            registry,
             f"{PREFIX}_state_keys",
             "Keys in the running totals' state after the newest batch",
-            registry=registry,
         )
         self.bad_values = Counter(
             f"{PREFIX}_bad_values",
@@ -174,15 +212,23 @@ class Endpoint:
         self.last_success.labels(operation).set_to_current_time()
 
     def observe(
-        self, batch: BatchMetrics, behind: bool, partitions: Iterable[PartitionPosition] = ()
+        self,
+        batch: BatchMetrics,
+        behind: bool,
+        partitions: Iterable[PartitionPosition] = (),
+        replayed: bool = False,
     ) -> None:
-        """Count one completed batch (its record as metrics_file has it)."""
+        """Count one completed batch (its record as metrics_file has it); `replayed`: one
+        of the intervals a recovered run replays, after which the app is ready."""
         with self._lock:
             self.batches.inc()
             if batch.records is not None:
                 self.records.inc(batch.records)
             self.last_batch.set(batch.batch_time_ms / 1000)
             self.last_completed.set(batch.completed_ms / 1000)
+            self.last_progress.set(batch.completed_ms / 1000)
+            if not replayed:
+                self.ready.set(1)
             self.interval.set(batch.batch_interval_ms / 1000)
             if batch.processing_ms is not None:
                 self.processing.observe(batch.processing_ms / 1000)
@@ -199,6 +245,14 @@ class Endpoint:
                 if position.latest is not None:
                     self.latest.labels(*labels).set(position.latest)
                     self.lag.labels(*labels).set(max(0, position.latest - position.processed))
+
+    def idle(self) -> None:
+        """A trigger found no new input (the structured engine): the stream is up to date,
+        though no batch ran."""
+        with self._lock:
+            self.last_progress.set(time.time())
+            self.falling_behind.set(0)
+            self.ready.set(1)
 
     def serve(self, host: str, port: int) -> int:
         """Serve `/metrics` on host:port (0: a free port); returns the port. ConfigError

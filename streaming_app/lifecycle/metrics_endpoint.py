@@ -32,7 +32,9 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
     if config.metrics_port is None:
         yield
         return
-    start_endpoint(config.metrics_host, config.metrics_port, run_info(config))
+    served = start_endpoint(config.metrics_host, config.metrics_port, run_info(config))
+    if config.snapshot_keep > 0:  # for the alert on a snapshot too old or never written
+        served.snapshot_interval.set(config.snapshot_ms / 1000)
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the test extra
 from prometheus_client import generate_latest
 
+from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.prometheus import Endpoint
 from tests.binaries import require
 
@@ -21,8 +22,11 @@ SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?!\()")
 
 
 def served_series() -> set[str]:
-    """Every sample name the endpoint serves (with _total, _bucket, ... as scraped), and `up`."""
+    """Every sample name the endpoint serves once a batch completed (with _total, _bucket,
+    ... as scraped), with snapshots on, and `up`."""
     served = Endpoint({"version": "v", "engine": "e", "job": "j", "source": "s", "sinks": "k"})
+    served.observe(BatchMetrics(2000, 2000, 10, 5, 0, 5, None, 2100, words=9, state_keys=3), False)
+    served.snapshot_interval.set(10)
     text = generate_latest(served.registry).decode()
     names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
     # Labelled series have no sample before their first batch: their TYPE line names them

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -86,6 +87,56 @@ def test_a_batch_counts_and_sets_every_series() -> None:
     assert ("streaming_app_kafka_lag_records", other) not in got  # the latest is unknown
     assert got[("streaming_app_info", tuple(sorted(INFO.items())))] == 1
     assert any(name.startswith("process_") for name, _ in got)
+
+
+TIMESTAMPS = (
+    "streaming_app_last_batch_timestamp_seconds",
+    "streaming_app_last_batch_completed_timestamp_seconds",
+    "streaming_app_last_progress_timestamp_seconds",
+    "streaming_app_batch_interval_seconds",
+    "streaming_app_falling_behind",
+    "streaming_app_state_keys",
+)
+
+
+def test_before_the_first_batch_no_timestamp_is_served_and_the_app_is_not_ready() -> None:
+    served = Endpoint(INFO)
+    got = samples(served)
+    assert not [name for name, _ in got if name in TIMESTAMPS]  # not 0: that reads as 1970
+    assert got[("streaming_app_ready", ())] == 0
+    assert ("streaming_app_snapshot_interval_seconds", ()) not in got
+    served.observe(batch(10_000, words=5), False)
+    got = samples(served)
+    assert {name for name, _ in got} >= set(TIMESTAMPS)
+    assert got[("streaming_app_last_progress_timestamp_seconds", ())] == 10.45
+    assert got[("streaming_app_ready", ())] == 1
+
+
+def test_replayed_batches_leave_the_app_unready_and_an_idle_trigger_is_progress() -> None:
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        recorder = MetricsRecorder(None, progress=False)
+        recorder.replay_until_ms = 12_000  # a recovered run's missed intervals
+        recorder.record(batch(10_000))
+        recorder.record(batch(12_000))
+        got = samples(served)
+        assert got[("streaming_app_ready", ())] == 0
+        assert got[("streaming_app_last_progress_timestamp_seconds", ())] == 12.45
+        recorder.record(batch(14_000))
+        assert samples(served)[("streaming_app_ready", ())] == 1
+    finally:
+        stop_endpoint()
+    idle = start_endpoint("127.0.0.1", 0, INFO)
+    try:  # the structured engine with no input: no batch, but the stream is up to date
+        before = time.time()
+        MetricsRecorder(None, progress=False).idle()
+        got = samples(idle)
+        assert got[("streaming_app_last_progress_timestamp_seconds", ())] >= before
+        assert got[("streaming_app_ready", ())] == 1
+        assert got[("streaming_app_falling_behind", ())] == 0
+        assert ("streaming_app_last_batch_completed_timestamp_seconds", ()) not in got
+    finally:
+        stop_endpoint()
 
 
 def test_the_recorder_feeds_the_processs_endpoint_with_its_falling_behind_flag() -> None:
