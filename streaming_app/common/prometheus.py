@@ -32,6 +32,9 @@ KAFKA_REASONS = ("empty", "oversize", "replaced", "lost")
 CSV_REASONS = ("csv_columns", "csv_value", "csv_key", "csv_range")
 # The servers whose calls are retried (`streaming_app_retries_total{peer}`).
 PEERS = ("kafka", "postgres")
+# What can fail (`streaming_app_failures_total{operation}`), served at 0 from the start:
+# these always, and the Kafka source's `commit` and each configured sink's write.
+ALWAYS_FAILABLE = ("snapshot", "checkpoint", "batch")
 
 
 class LateGauge:
@@ -195,6 +198,13 @@ class Endpoint:
             ["peer"],
             registry=registry,
         )
+        self.failures = Counter(
+            f"{PREFIX}_failures",
+            "Operations that failed: a snapshot, a checkpoint, a batch, a Kafka commit, a "
+            "sink's write (after the retries of its own calls)",
+            ["operation"],
+            registry=registry,
+        )
         # Every label value the run can report, at 0: increase() sees the first one.
         reasons = (KAFKA_REASONS if info.get("source") == "kafka" else ()) + (
             CSV_REASONS if info.get("job") == "keyed-sum" else ()
@@ -203,6 +213,9 @@ class Endpoint:
             self.bad_values.labels(reason)
         for peer in PEERS:
             self.retries.labels(peer)
+        failable = ALWAYS_FAILABLE + (("commit",) if info.get("source") == "kafka" else ())
+        for operation in failable + tuple(s for s in info.get("sinks", "").split(",") if s):
+            self.failures.labels(operation)
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -324,11 +337,30 @@ def succeeded(operation: str, seconds: float | None) -> None:
         served.succeeded(operation, seconds)
 
 
+def failed(operation: str) -> None:
+    """Count a failure of `operation` on the endpoint, if one serves."""
+    served = _ENDPOINT
+    if served is not None:
+        served.failures.labels(operation).inc()
+
+
+@contextmanager
+def counting_failures(operation: str) -> Iterator[None]:
+    """Count the block's exception, if it raises one, as a failure of `operation`."""
+    try:
+        yield
+    except Exception:
+        failed(operation)
+        raise
+
+
 @contextmanager
 def timed(operation: str) -> Iterator[None]:
-    """Time the block as `operation` on the endpoint, if one serves, when it succeeds."""
+    """Time the block as `operation` on the endpoint, if one serves, when it succeeds;
+    count it as a failure when it raises."""
     started = time.monotonic()
-    yield
+    with counting_failures(operation):
+        yield
     succeeded(operation, time.monotonic() - started)
 
 

@@ -10,7 +10,7 @@ from pyspark.streaming.listener import StreamingListener
 from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
-from streaming_app.common.prometheus import PartitionPosition
+from streaming_app.common.prometheus import PartitionPosition, failed
 from streaming_app.settings.schema import AppConfig
 from streaming_app.state.figures import state_figures
 
@@ -93,6 +93,15 @@ class LoggingListener(StreamingListener):
             log.debug("could not describe completed batch", exc_info=True)
             return
         self.recorder.record(record, partitions)
+
+    def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:  # noqa: N802, N803
+        """A batch's output operation that failed counts as a failed batch on the endpoint."""
+        try:
+            failure = outputOperationCompleted.outputOperationInfo().failureReason()
+            if failure.isDefined():
+                failed("batch")
+        except Exception:  # a listener must never break the stream
+            log.debug("could not read an output operation's outcome", exc_info=True)
 
     def _positions(self, batch_ms: int) -> list[PartitionPosition]:
         """The Kafka source's partitions after the batch (for the Prometheus endpoint)."""

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.batch_time import epoch_ms
-from streaming_app.common.prometheus import succeeded
+from streaming_app.common.prometheus import counting_failures, succeeded
 from streaming_app.sinks.commit import mark_written
 from streaming_app.sinks.files_layout import (
     CHAIN_MARKER,
@@ -137,8 +137,22 @@ def write_chain(
     write_base: writes every total as part files and `_SUCCESS` into a directory;
     previous_ms: the batch time of the batch before [batch_ms minus the batch interval];
     due: whether a base is due [None: by base_ms, `base_due`]; a broken chain, or a
-    state that cannot tell what changed, makes a base all the same.
+    state that cannot tell what changed, makes a base all the same. A failure counts on
+    the metrics endpoint.
     """
+    with counting_failures("files"):
+        return _write_chain(fs, settings, batch_ms, write_delta, write_base, previous_ms, due)
+
+
+def _write_chain(
+    fs: HadoopFs,
+    settings: FilesSettings,
+    batch_ms: int,
+    write_delta: Callable[[str], None] | None,
+    write_base: Callable[[str], None],
+    previous_ms: int | None,
+    due: bool | None,
+) -> str:
     started = time.monotonic()
     out = settings.output_dir
     names = fs.list_names(out)

@@ -16,7 +16,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.metrics_recorder import MetricsRecorder, now_ms
-from streaming_app.common.prometheus import succeeded
+from streaming_app.common.prometheus import failed, succeeded
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.problems import batch_words
 from streaming_app.structured.progress import (
@@ -89,7 +89,13 @@ class ProgressListener(StreamingQueryListener):
             log.debug("could not note an idle trigger", exc_info=True)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        """run.py reports how the query ended."""
+        """run.py reports how the query ended; one that ended on an error counts as a
+        failed batch on the endpoint."""
+        try:
+            if event.exception:
+                failed("batch")
+        except Exception:  # a listener must never break the stream
+            log.debug("could not read how the query ended", exc_info=True)
 
     def _batch_ms(self, batch_id: int) -> int | None:
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import time
 import urllib.request
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -190,10 +192,45 @@ def test_an_operation_that_succeeds_is_timed_and_stamped_one_that_fails_is_not()
             "streaming_app_last_success_timestamp_seconds",
             (("operation", "commit"),),
         ) not in got
+        assert got[("streaming_app_failures_total", (("operation", "commit"),))] == 1
+        assert got[("streaming_app_failures_total", (("operation", "snapshot"),))] == 0
     finally:
         stop_endpoint()
     with timed("snapshot"):  # no endpoint: nothing to do, no error
         pass
+
+
+def test_failures_are_served_at_0_for_what_the_run_can_fail() -> None:
+    got = samples(Endpoint(INFO | {"sinks": "files,postgres"}))
+    failing = {
+        dict(labels)["operation"] for name, labels in got if name == "streaming_app_failures_total"
+    }
+    assert failing == {"snapshot", "checkpoint", "batch", "commit", "files", "postgres"}
+    files_only = samples(Endpoint(INFO | {"source": "files", "sinks": "files"}))
+    assert ("streaming_app_failures_total", (("operation", "commit"),)) not in files_only
+
+
+def test_a_files_write_that_fails_counts() -> None:
+    from streaming_app.sinks import files
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        with pytest.raises(OSError, match="full"):
+            settings = SimpleNamespace(output_dir="/out", batch_ms=1000)
+            files.write_chain(Broken(), settings, 1000, None, lambda d: None)  # type: ignore[arg-type]
+        assert samples(served)[("streaming_app_failures_total", (("operation", "files"),))] == 1
+    finally:
+        stop_endpoint()
+
+
+class Broken:
+    """A file system whose every call fails as a full disk does."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any) -> Any:
+            raise OSError("No space left on device: full")
+
+        return fail
 
 
 def test_bad_values_and_retries_are_counted_by_label_from_zero() -> None:
