@@ -35,6 +35,9 @@ PEERS = ("kafka", "postgres")
 # What can fail (`streaming_app_failures_total{operation}`), served at 0 from the start:
 # these always, and the Kafka source's `commit` and each configured sink's write.
 ALWAYS_FAILABLE = ("snapshot", "checkpoint", "batch")
+# `/healthz` fails once the driver's loop (a wait of POLL_SECONDS on the stream) has not
+# come round for this long: a frozen JVM, a deadlocked driver.
+ALIVE_SECONDS = 30.0
 
 
 class LateGauge:
@@ -217,7 +220,10 @@ class Endpoint:
         for operation in failable + tuple(s for s in info.get("sinks", "").split(",") if s):
             self.failures.labels(operation)
         self._server: Any = None
+        self._metrics_app: Any = None
         self._lock = threading.Lock()
+        self._beat: float | None = None  # monotonic: the driver's loop last came round
+        self._ready = False
 
     def succeeded(self, operation: str, seconds: float) -> None:
         """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
@@ -242,6 +248,7 @@ class Endpoint:
             self.last_progress.set(batch.completed_ms / 1000)
             if not replayed:
                 self.ready.set(1)
+                self._ready = True
             self.interval.set(batch.batch_interval_ms / 1000)
             if batch.processing_ms is not None:
                 self.processing.observe(batch.processing_ms / 1000)
@@ -266,20 +273,60 @@ class Endpoint:
             self.last_progress.set(time.time())
             self.falling_behind.set(0)
             self.ready.set(1)
+            self._ready = True
+
+    def beat(self) -> None:
+        """The driver's loop is alive: a wait on the stream returned (the JVM answered)."""
+        self._beat = time.monotonic()
+
+    def health(self) -> tuple[bool, str]:
+        """`/healthz`: alive while the driver's loop last came round within ALIVE_SECONDS
+        (a frozen JVM or a stuck driver stops it); alive while it starts (a recovery may
+        take minutes: `/readyz` and StreamingAppNotReady watch that)."""
+        if self._beat is None:
+            return True, "starting"
+        quiet = time.monotonic() - self._beat
+        if quiet > ALIVE_SECONDS:
+            return False, f"the driver's loop has not come round for {quiet:.0f} s"
+        return True, "alive"
+
+    def readiness(self) -> tuple[bool, str]:
+        """`/readyz`: ready once the first batch after the start (after a recovery's
+        replayed intervals) completed, or the structured engine found no new input."""
+        with self._lock:
+            ready = self._ready
+        return (True, "ready") if ready else (False, "the first batch has not completed")
+
+    def wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
+        """The port's routes: `/healthz`, `/readyz` (200, or 503 with the reason), and
+        prometheus_client's `/metrics` (and the rest)."""
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            ok, text = self.health() if path == "/healthz" else self.readiness()
+            status = "200 OK" if ok else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+            return [(text + "\n").encode()]
+        return self._metrics_app(environ, start_response)
 
     def serve(self, host: str, port: int) -> int:
-        """Serve `/metrics` on host:port (0: a free port); returns the port. ConfigError
-        (exit 2) naming metrics_port when it cannot be bound."""
-        from prometheus_client import start_http_server
+        """Serve `/metrics`, `/healthz` and `/readyz` on host:port (0: a free port);
+        returns the port. ConfigError (exit 2) naming metrics_port when it cannot be
+        bound."""
+        from prometheus_client import make_wsgi_app
 
+        from streaming_app.common.http_server import serve
+
+        self._metrics_app = make_wsgi_app(self.registry)
         try:
-            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+            self._server = serve(host, port, self.wsgi)
         except OSError as exc:
             raise ConfigError(
                 f"metrics_port {port} on metrics_host {host}: cannot listen ({exc.strerror or exc})"
             ) from None
         bound = int(self._server.server_address[1])
-        log.info("Prometheus metrics at http://%s:%d/metrics", host, bound)
+        log.info(
+            "Prometheus metrics at http://%s:%d/metrics (health: /healthz, /readyz)", host, bound
+        )
         return bound
 
     def close(self) -> None:
@@ -316,6 +363,13 @@ def count_bad_values(counts: Mapping[str, int]) -> None:
         for reason, count in counts.items():
             if count > 0:
                 served.bad_values.labels(reason).inc(count)
+
+
+def beat() -> None:
+    """The driver's loop came round (lifecycle/stopping.py), for `/healthz`."""
+    served = _ENDPOINT
+    if served is not None:
+        served.beat()
 
 
 def count_retry(peer: str) -> None:

@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from streaming_app.common.failure_text import failure_summary, failure_text, java_summary
+from streaming_app.common.prometheus import beat
 from streaming_app.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -124,6 +125,7 @@ def wait_for_stop(
     while True:
         try:
             ended = wait(POLL_SECONDS)
+            beat()  # the JVM answered: /healthz
         except failure as exc:
             if stop.event.is_set():
                 # E.g. a batch that gave up waiting for the broker because of the stop.

@@ -278,3 +278,37 @@ def test_a_retried_call_is_counted_under_its_peer(monkeypatch: pytest.MonkeyPatc
         assert samples(served)[("streaming_app_retries_total", (("peer", "kafka"),))] == 2
     finally:
         stop_endpoint()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of a GET on the endpoint's port."""
+    import urllib.error
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_health_endpoints_beside_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streaming_app.common import prometheus
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        port = served._server.server_address[1]
+        assert get(port, "/healthz") == (200, "starting\n")  # a recovery may take minutes
+        assert get(port, "/readyz") == (503, "the first batch has not completed\n")
+        prometheus.beat()  # the driver's loop came round
+        assert get(port, "/healthz") == (200, "alive\n")
+        MetricsRecorder(None, progress=False).record(batch(10_000))
+        assert get(port, "/readyz") == (200, "ready\n")
+        status, body = get(port, "/metrics")
+        assert status == 200 and "streaming_app_ready 1.0" in body
+        later = time.monotonic() + prometheus.ALIVE_SECONDS + 5  # the JVM froze since
+        monkeypatch.setattr(prometheus.time, "monotonic", lambda: later)
+        status, body = get(port, "/healthz")
+        assert status == 503 and "has not come round for 35 s" in body
+    finally:
+        stop_endpoint()
