@@ -162,7 +162,15 @@ class Endpoint:
         )
         self.latest = Gauge(
             f"{PREFIX}_kafka_latest_offset",
-            "The broker's latest offset of a partition when the newest batch was planned",
+            "The broker's latest offset of a partition: read by the endpoint on its own "
+            "schedule, or when the newest batch was planned if that is newer",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self.lag_seconds = Gauge(
+            f"{PREFIX}_kafka_lag_seconds",
+            "Age of the oldest record of a partition not yet processed (its broker "
+            "timestamp against now); 0 when caught up",
             ["topic", "partition"],
             registry=registry,
         )
@@ -224,6 +232,12 @@ class Endpoint:
         self._lock = threading.Lock()
         self._beat: float | None = None  # monotonic: the driver's loop last came round
         self._ready = False
+        # Per Kafka partition: the next offset to process after the newest batch; the
+        # broker's latest offset known; the broker timestamp (ms) of the oldest record
+        # not yet processed, as the lag watch last read it.
+        self._processed: dict[tuple[str, int], int] = {}
+        self._latest: dict[tuple[str, int], int] = {}
+        self._oldest_ms: dict[tuple[str, int], int] = {}
 
     def succeeded(self, operation: str, seconds: float) -> None:
         """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
@@ -260,11 +274,12 @@ class Endpoint:
                 self.state_keys.set(batch.state_keys)
             self.falling_behind.set(1 if behind else 0)
             for position in partitions:
-                labels = (position.topic, str(position.partition))
-                self.processed.labels(*labels).set(position.processed)
+                key = (position.topic, position.partition)
+                self._processed[key] = position.processed
                 if position.latest is not None:
-                    self.latest.labels(*labels).set(position.latest)
-                    self.lag.labels(*labels).set(max(0, position.latest - position.processed))
+                    self._latest[key] = max(self._latest.get(key, 0), position.latest)
+                self._oldest_ms.pop(key, None)  # of records this batch may have processed
+                self._update_lag(key)
 
     def idle(self) -> None:
         """A trigger found no new input (the structured engine): the stream is up to date,
@@ -274,6 +289,41 @@ class Endpoint:
             self.falling_behind.set(0)
             self.ready.set(1)
             self._ready = True
+
+    def processed_offsets(self) -> dict[tuple[str, int], int]:
+        """Per Kafka partition, the next offset to process after the newest batch."""
+        with self._lock:
+            return dict(self._processed)
+
+    def broker_positions(
+        self, latest: Mapping[tuple[str, int], int], oldest_ms: Mapping[tuple[str, int], int]
+    ) -> None:
+        """What the lag watch read from the broker (sources/kafka/lag_watch.py): each
+        partition's latest offset, and the timestamp of its oldest unprocessed record."""
+        with self._lock:
+            for key, offset in latest.items():
+                self._latest[key] = max(self._latest.get(key, 0), offset)
+                if key in oldest_ms:
+                    self._oldest_ms[key] = oldest_ms[key]
+                self._update_lag(key)
+
+    def _update_lag(self, key: tuple[str, int]) -> None:
+        """A partition's series from what is known of it (under the lock)."""
+        labels = (key[0], str(key[1]))
+        processed, latest = self._processed.get(key), self._latest.get(key)
+        if processed is not None:
+            self.processed.labels(*labels).set(processed)
+        if latest is not None:
+            self.latest.labels(*labels).set(latest)
+        if processed is None or latest is None:
+            return
+        lag = max(0, latest - processed)
+        self.lag.labels(*labels).set(lag)
+        oldest = self._oldest_ms.get(key)
+        if lag == 0:
+            self.lag_seconds.labels(*labels).set(0)
+        elif oldest is not None:
+            self.lag_seconds.labels(*labels).set(max(0.0, time.time() - oldest / 1000))
 
     def beat(self) -> None:
         """The driver's loop is alive: a wait on the stream returned (the JVM answered)."""

@@ -1,7 +1,9 @@
 """Both engines' Prometheus endpoint for a run: started before Spark when metrics_port is set.
 
 Driver side. The series themselves are in common/prometheus.py; this module knows the run's
-settings (where to listen, the info series' labels).
+settings (where to listen, the info series' labels, the snapshot interval) and, for a
+Kafka run, starts the lag watch that reads the broker on the endpoint's own schedule
+(sources/kafka/lag_watch.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
     served = start_endpoint(config.metrics_host, config.metrics_port, run_info(config))
     if config.snapshot_keep > 0:  # for the alert on a snapshot too old or never written
         served.snapshot_interval.set(config.snapshot_ms / 1000)
+    watch = None
+    if config.source == "kafka":  # the lag read from the broker on the endpoint's schedule
+        from streaming_app.sources.kafka.client import KafkaConnection
+        from streaming_app.sources.kafka.lag_watch import LagWatch
+
+        watch = LagWatch(KafkaConnection.from_config(config), config.topics, served)
+        watch.start()
     try:
         yield
     finally:
+        if watch is not None:
+            watch.stop()
         stop_endpoint()
