@@ -132,8 +132,10 @@ class MetricsRecorder:
         )
 
     def _behind(self, behind: bool, keeping_up: bool, why: str, back: str) -> None:
-        """Warn once when the job falls behind, and say once when it keeps up again."""
-        if behind and not self.warned:
+        """Warn once when the job falls behind, and say once when it keeps up again; not
+        while the run stops (the batches queued during an outage drain then, late by
+        design, not because the job cannot keep up)."""
+        if behind and not self.warned and not STOPPING.is_set():
             self.warned = True
             log.warning(
                 "%s: the job cannot keep up with its input. Lower max_rate_per_partition "
@@ -156,6 +158,15 @@ class MetricsRecorder:
                 os.close(fd)
         except OSError as exc:
             log.warning("could not append to metrics_file %s: %s", self.metrics_file, exc)
+
+
+# Set when the run's stop begins (lifecycle/stopping.py `wait_for_stop`), for the process.
+STOPPING = threading.Event()
+
+
+def note_stopping() -> None:
+    """The run stops from now on: what drains is not judged as falling behind."""
+    STOPPING.set()
 
 
 def now_ms() -> int:

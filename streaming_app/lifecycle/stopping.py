@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from streaming_app.common.failure_text import failure_summary, failure_text, java_summary
+from streaming_app.common.metrics_recorder import note_stopping
 from streaming_app.common.prometheus import beat
 from streaming_app.errors import (
     EXIT_INTERRUPTED,
@@ -121,6 +122,19 @@ def wait_for_stop(
 ) -> str:
     """Either engine's wait: `wait(seconds)` returns whether the stream ended, or raises
     `failure` when it failed; returns the stop's reason, or raises StreamingFailedError."""
+    reason = _wait(wait, failure, stop, duration, stream, batch)
+    note_stopping()  # the batches that drain now are not a job falling behind
+    return reason
+
+
+def _wait(
+    wait: Callable[[float], Any],
+    failure: type[BaseException],
+    stop: StopRequest,
+    duration: float | None,
+    stream: str,
+    batch: str,
+) -> str:
     deadline = time.monotonic() + duration if duration else None
     while True:
         try:

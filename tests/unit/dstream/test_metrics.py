@@ -90,6 +90,22 @@ def test_a_growing_scheduling_delay_is_warned_about_once_until_it_recovers(
     assert caplog.text.count("cannot keep up") == 2
 
 
+def test_batches_that_drain_during_a_stop_are_not_falling_behind(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from streaming_app.common import metrics_recorder
+
+    monkeypatch.setattr(metrics_recorder, "STOPPING", threading.Event())
+    recorder = MetricsRecorder(None, progress=False)
+    metrics_recorder.note_stopping()  # told to stop after an outage: the queue drains
+    with caplog.at_level(logging.INFO, logger="streaming_app.common.metrics_recorder"):
+        for n, delay in enumerate([100, 2000, 4000, 6000, 8000, 10000, 12000]):
+            recorder.record(batch(n, delay))
+    assert "cannot keep up" not in caplog.text
+
+
 def test_replayed_intervals_of_a_recovered_run_are_not_falling_behind(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
