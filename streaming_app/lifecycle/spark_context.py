@@ -38,6 +38,9 @@ _VOLATILE = frozenset(
         "spark.repl.local.jars",
         "spark.submit.pyFiles",
         "spark.ui.showConsoleProgress",
+        # Set by the app itself in the live conf when a stop begins (dstream/stopping.py
+        # `set_graceful_stop_timeout`), so a checkpoint written after it records it.
+        "spark.streaming.gracefulStopTimeout",
     }
 )
 

@@ -69,6 +69,10 @@ def test_the_demo_run_twice_on_one_checkpoint_stops_quietly(tmp_path: Path) -> N
         assert "streaming_app.dstream.run: Stopped" in done.stderr, done.stderr[-3000:]
         assert ("Recovered streaming context" in done.stderr) == (run == "second")
         assert_quiet(done.stderr)
+        # An unchanged rerun: no setting said to differ, no Spark note on the context the
+        # app made for the recovery.
+        assert "differ from the checkpoint" not in done.stderr, done.stderr[-3000:]
+        assert "Using an existing SparkContext" not in done.stderr, done.stderr[-3000:]
 
 
 def test_ctrl_c_stops_the_demo_quietly(tmp_path: Path) -> None:
