@@ -38,6 +38,10 @@ ALWAYS_FAILABLE = ("snapshot", "checkpoint", "batch")
 # `/healthz` fails once the driver's loop (a wait of POLL_SECONDS on the stream) has not
 # come round for this long: a frozen JVM, a deadlocked driver.
 ALIVE_SECONDS = 30.0
+# After a stop that was asked for, the port stays open until a scrape has seen
+# `streaming_app_stopping 1`, at most this long after the stop began: two scrape
+# intervals of prometheus.yml's 5 s, within docker-compose's 10 s stop timeout.
+LINGER_SECONDS = 10.0
 
 
 class LateGauge:
@@ -120,6 +124,12 @@ class Endpoint:
             f"{PREFIX}_ready",
             "1 once the first batch after the start (after a recovery's replayed batches) has "
             "completed, or the structured engine found no new input; 0 before",
+            registry=registry,
+        )
+        self.stopping = Gauge(
+            f"{PREFIX}_stopping",
+            "1 once a stop the app was asked for began (a signal, --duration): the driver's "
+            "disappearance that follows is intended, not a crash",
             registry=registry,
         )
         self.interval = LateGauge(
@@ -232,6 +242,8 @@ class Endpoint:
         self._lock = threading.Lock()
         self._beat: float | None = None  # monotonic: the driver's loop last came round
         self._ready = False
+        self._stopping_at: float | None = None  # monotonic: when the stop began
+        self._scraped = threading.Event()  # a /metrics request came after the stop began
         # Per Kafka partition: the next offset to process after the newest batch; the
         # broker's latest offset known; the broker timestamp (ms) of the oldest record
         # not yet processed, as the lag watch last read it.
@@ -356,7 +368,27 @@ class Endpoint:
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [(text + "\n").encode()]
-        return self._metrics_app(environ, start_response)
+        body = self._metrics_app(environ, start_response)
+        if path == "/metrics" and self._stopping_at is not None:
+            self._scraped.set()
+        return body
+
+    def begin_stop(self) -> None:
+        """A stop the app was asked for began: served as `streaming_app_stopping 1`."""
+        if self._stopping_at is None:
+            self._stopping_at = time.monotonic()
+            self.stopping.set(1)
+
+    def linger(self, most: float) -> None:
+        """Before the port closes after a stop that was asked for: wait until a scrape has
+        read `streaming_app_stopping 1`, at most `most` seconds since the stop began, so
+        that Prometheus knows the driver's disappearance is intended (alerts.yml)."""
+        if self._stopping_at is None or self._server is None:
+            return
+        left = most - (time.monotonic() - self._stopping_at)
+        if left > 0 and not self._scraped.is_set():
+            log.info("waiting up to %.0f s for a last scrape of the metrics", left)
+            self._scraped.wait(left)
 
     def serve(self, host: str, port: int) -> int:
         """Serve `/metrics`, `/healthz` and `/readyz` on host:port (0: a free port);
@@ -468,9 +500,18 @@ def timed(operation: str) -> Iterator[None]:
     succeeded(operation, time.monotonic() - started)
 
 
+def begin_stop() -> None:
+    """A stop the app was asked for began, on the endpoint if one serves."""
+    served = _ENDPOINT
+    if served is not None:
+        served.begin_stop()
+
+
 def stop_endpoint() -> None:
-    """Stop serving (the run ends)."""
+    """Stop serving (the run ends); after a stop that was asked for, once a scrape has
+    seen it (at most LINGER_SECONDS after the stop began)."""
     global _ENDPOINT
     if _ENDPOINT is not None:
+        _ENDPOINT.linger(LINGER_SECONDS)
         _ENDPOINT.close()
         _ENDPOINT = None

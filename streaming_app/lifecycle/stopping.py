@@ -21,7 +21,7 @@ from typing import Any
 
 from streaming_app.common.failure_text import failure_summary, failure_text, java_summary
 from streaming_app.common.metrics_recorder import note_stopping
-from streaming_app.common.prometheus import beat
+from streaming_app.common.prometheus import beat, begin_stop
 from streaming_app.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -124,6 +124,7 @@ def wait_for_stop(
     `failure` when it failed; returns the stop's reason, or raises StreamingFailedError."""
     reason = _wait(wait, failure, stop, duration, stream, batch)
     note_stopping()  # the batches that drain now are not a job falling behind
+    begin_stop()  # the endpoint says so: the driver's disappearance is intended
     return reason
 
 

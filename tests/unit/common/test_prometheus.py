@@ -312,3 +312,30 @@ def test_health_endpoints_beside_the_metrics(monkeypatch: pytest.MonkeyPatch) ->
         assert status == 503 and "has not come round for 35 s" in body
     finally:
         stop_endpoint()
+
+
+def test_a_stop_that_was_asked_for_is_served_until_a_scrape_has_seen_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from streaming_app.common import prometheus
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    port = served._server.server_address[1]
+    assert "streaming_app_stopping 0.0" in get(port, "/metrics")[1]
+    prometheus.begin_stop()
+    threading.Timer(0.5, lambda: get(port, "/metrics")).start()  # Prometheus' next scrape
+    started = time.monotonic()
+    stop_endpoint()  # waits for that scrape, not the whole LINGER_SECONDS
+    assert 0.4 < time.monotonic() - started < prometheus.LINGER_SECONDS - 2
+    monkeypatch.setattr(prometheus, "LINGER_SECONDS", 1.0)
+    start_endpoint("127.0.0.1", 0, INFO)
+    prometheus.begin_stop()
+    started = time.monotonic()
+    stop_endpoint()  # no scrape comes: at most LINGER_SECONDS after the stop began
+    assert 0.8 < time.monotonic() - started < 3
+    start_endpoint("127.0.0.1", 0, INFO)
+    started = time.monotonic()
+    stop_endpoint()  # a run that ends without a stop asked for (a crash) does not wait
+    assert time.monotonic() - started < 1
