@@ -131,3 +131,79 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
         60,
     )
     assert app.terminate() == 0, app.log()[-3000:]
+
+
+def java_child(pid: int) -> int:
+    """The pid of the JVM a driver process started (PySpark's gateway)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            comm = (stat.parent / "comm").read_text().strip()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and comm == "java":
+            return int(stat.parent.name)
+    raise AssertionError(f"no JVM under process {pid}")
+
+
+def test_a_frozen_jvm_pages_and_fails_healthz_where_a_healthy_start_paged_nothing(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path
+) -> None:
+    """The DStream engine, idle files input: nothing pending from the start (the first
+    batch, the quiet batches after it); its JVM stopped with SIGSTOP: `/healthz` turns
+    503 and StreamingAppNoBatchCompleted fires within its threshold, its `for:` (cut to
+    FOR_S) and two scrapes; after SIGCONT it resolves and the run stops cleanly."""
+    import os
+    import signal
+    import urllib.error
+    import urllib.request
+
+    alert = "StreamingAppNoBatchCompleted"
+    app = start_app(
+        *files_args(dirs), "--batch-interval", "1", "--checkpoint-interval", "10",
+        "--metrics-port", "0",
+    )  # fmt: skip
+    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    text = RULES.read_text("utf-8")
+    start = text.index(f"- alert: {alert}")
+    rule, count = re.subn(r"for: \S+", f"for: {FOR_S}s", text[start:], count=1)
+    assert count == 1
+    (tmp_path / "alerts.yml").write_text(text[:start] + rule, "utf-8")
+    prometheus = Prometheus(
+        tmp_path / "prometheus", f"127.0.0.1:{port}", rules=tmp_path / "alerts.yml"
+    )
+    try:
+        prometheus.wait_ready()
+        prometheus.until(
+            lambda: prometheus.value('streaming_app_ready{job="streaming-app"}') == 1, "ready", 120
+        )
+        drop_file(dirs["input"], "a.txt", "alpha beta\n")
+        wait_for_totals(dirs["output"], {"alpha": 1, "beta": 1}, app, timeout=60)
+        time.sleep(2 * SCRAPE_S)
+        assert not prometheus.api("/api/v1/alerts")["data"]["alerts"]  # nothing pending
+
+        def healthz() -> int:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            try:
+                with opener.open(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert healthz() == 200
+        jvm = java_child(app.proc.pid)
+        os.kill(jvm, signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            prometheus.until(lambda: healthz() == 503, "/healthz turns 503", 60)
+            assert time.monotonic() - frozen >= 25  # not before the driver's loop is late
+            fired = prometheus.until(lambda: prometheus.firing(alert), f"{alert} fires", 150)
+            # Its threshold (5 intervals, at least 60 s) and `for:`, plus two scrapes.
+            assert time.monotonic() - frozen <= 60 + FOR_S + 2 * SCRAPE_S + 5, fired
+        finally:
+            os.kill(jvm, signal.SIGCONT)
+        prometheus.until(lambda: not prometheus.firing(alert), f"{alert} resolves", 90)
+        assert healthz() == 200
+        assert app.terminate() == 0, app.log()[-3000:]
+    finally:
+        prometheus.stop()
