@@ -244,6 +244,8 @@ class Endpoint:
         self._ready = False
         self._stopping_at: float | None = None  # monotonic: when the stop began
         self._scraped = threading.Event()  # a /metrics request came after the stop began
+        self._last_scrape: float | None = None  # monotonic: the last /metrics request
+        self._scrape_every: float | None = None  # seconds between the last two
         # Per Kafka partition: the next offset to process after the newest batch; the
         # broker's latest offset known; the broker timestamp (ms) of the oldest record
         # not yet processed, as the lag watch last read it.
@@ -369,8 +371,13 @@ class Endpoint:
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [(text + "\n").encode()]
         body = self._metrics_app(environ, start_response)
-        if path == "/metrics" and self._stopping_at is not None:
-            self._scraped.set()
+        if path == "/metrics":
+            now = time.monotonic()
+            if self._last_scrape is not None:
+                self._scrape_every = now - self._last_scrape
+            self._last_scrape = now
+            if self._stopping_at is not None:
+                self._scraped.set()
         return body
 
     def begin_stop(self) -> None:
@@ -381,10 +388,13 @@ class Endpoint:
 
     def linger(self, most: float) -> None:
         """Before the port closes after a stop that was asked for: wait until a scrape has
-        read `streaming_app_stopping 1`, at most `most` seconds since the stop began, so
-        that Prometheus knows the driver's disappearance is intended (alerts.yml)."""
-        if self._stopping_at is None or self._server is None:
-            return
+        read `streaming_app_stopping 1`, so that Prometheus knows the driver's
+        disappearance is intended (alerts.yml); at most `most` seconds since the stop
+        began, and two of the intervals seen between scrapes. Not at all when nothing
+        scraped the port twice (no Prometheus watches it)."""
+        if self._stopping_at is None or self._server is None or self._scrape_every is None:
+            return  # no stop asked for, or nothing scrapes the port regularly
+        most = min(most, 2 * self._scrape_every + 1)
         left = most - (time.monotonic() - self._stopping_at)
         if left > 0 and not self._scraped.is_set():
             log.info("waiting up to %.0f s for a last scrape of the metrics", left)

@@ -321,21 +321,37 @@ def test_a_stop_that_was_asked_for_is_served_until_a_scrape_has_seen_it(
 
     from streaming_app.common import prometheus
 
-    served = start_endpoint("127.0.0.1", 0, INFO)
-    port = served._server.server_address[1]
-    assert "streaming_app_stopping 0.0" in get(port, "/metrics")[1]
+    def scraped(every: float) -> int:
+        """A started endpoint that a Prometheus scrapes every `every` seconds; its port."""
+        port = start_endpoint("127.0.0.1", 0, INFO)._server.server_address[1]
+        assert "streaming_app_stopping 0.0" in get(port, "/metrics")[1]
+        time.sleep(every)
+        get(port, "/metrics")
+        return port
+
+    port = scraped(1.0)
     prometheus.begin_stop()
     threading.Timer(0.5, lambda: get(port, "/metrics")).start()  # Prometheus' next scrape
     started = time.monotonic()
-    stop_endpoint()  # waits for that scrape, not the whole LINGER_SECONDS
-    assert 0.4 < time.monotonic() - started < prometheus.LINGER_SECONDS - 2
+    stop_endpoint()  # waits for that scrape (and the server's 0.5 s poll), not 3 s
+    assert 0.4 < time.monotonic() - started < 2
+    scraped(0.5)
+    prometheus.begin_stop()
+    started = time.monotonic()
+    stop_endpoint()  # no scrape comes: two intervals and a second after the stop began
+    assert 1.5 < time.monotonic() - started < 3.5
     monkeypatch.setattr(prometheus, "LINGER_SECONDS", 1.0)
+    scraped(1.0)
+    prometheus.begin_stop()
+    started = time.monotonic()
+    stop_endpoint()  # and at most LINGER_SECONDS
+    assert 0.8 < time.monotonic() - started < 2
     start_endpoint("127.0.0.1", 0, INFO)
     prometheus.begin_stop()
     started = time.monotonic()
-    stop_endpoint()  # no scrape comes: at most LINGER_SECONDS after the stop began
-    assert 0.8 < time.monotonic() - started < 3
-    start_endpoint("127.0.0.1", 0, INFO)
+    stop_endpoint()  # nothing scrapes the port: no wait (but the server's 0.5 s poll)
+    assert time.monotonic() - started < 1.5
+    scraped(0.2)
     started = time.monotonic()
     stop_endpoint()  # a run that ends without a stop asked for (a crash) does not wait
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 1.5
