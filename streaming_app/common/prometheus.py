@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming_app.common.metrics_record import BatchMetrics
-from streaming_app.errors import ConfigError
+from streaming_app.errors import ConfigError, StopRequestedError
 
 log = logging.getLogger(__name__)
 
@@ -492,9 +492,12 @@ def failed(operation: str) -> None:
 
 @contextmanager
 def counting_failures(operation: str) -> Iterator[None]:
-    """Count the block's exception, if it raises one, as a failure of `operation`."""
+    """Count the block's exception, if it raises one, as a failure of `operation` (not a
+    stop that interrupted it)."""
     try:
         yield
+    except StopRequestedError:
+        raise
     except Exception:
         failed(operation)
         raise
