@@ -122,20 +122,6 @@ def wait_for_stop(
 ) -> str:
     """Either engine's wait: `wait(seconds)` returns whether the stream ended, or raises
     `failure` when it failed; returns the stop's reason, or raises StreamingFailedError."""
-    reason = _wait(wait, failure, stop, duration, stream, batch)
-    note_stopping()  # the batches that drain now are not a job falling behind
-    begin_stop()  # the endpoint says so: the driver's disappearance is intended
-    return reason
-
-
-def _wait(
-    wait: Callable[[float], Any],
-    failure: type[BaseException],
-    stop: StopRequest,
-    duration: float | None,
-    stream: str,
-    batch: str,
-) -> str:
     deadline = time.monotonic() + duration if duration else None
     while True:
         try:
@@ -145,16 +131,24 @@ def _wait(
             if stop.event.is_set():
                 # E.g. a batch that gave up waiting for the broker because of the stop.
                 log.info("%s failed while stopping: %s", batch, java_summary(exc))
-                return stop.reason
+                return _stopping(stop.reason)
             raise stream_failure(exc) from None
         if stop.event.is_set():
             # Checked first: under spark-submit a signal sent to the whole process group
             # also makes the JVM stop the context itself (stopGracefullyOnShutdown).
-            return stop.reason
+            return _stopping(stop.reason)
         if ended:
             raise StreamingFailedError(f"{stream} stopped unexpectedly")
         if deadline is not None and time.monotonic() >= deadline:
-            return f"duration of {duration:g} s reached"
+            return _stopping(f"duration of {duration:g} s reached")
+
+
+def _stopping(reason: str) -> str:
+    """A stop begins for `reason`: the batches that drain now are not a job falling
+    behind, and the endpoint says the driver's disappearance is intended."""
+    note_stopping()
+    begin_stop()
+    return reason
 
 
 def hard_stop(ssc: Any) -> None:

@@ -121,6 +121,7 @@ def _plan(
     return (TOTALS, broken) if broken else (DELTA, None)
 
 
+@counting_failures("files")
 def write_chain(
     fs: HadoopFs,
     settings: FilesSettings,
@@ -140,19 +141,6 @@ def write_chain(
     state that cannot tell what changed, makes a base all the same. A failure counts on
     the metrics endpoint.
     """
-    with counting_failures("files"):
-        return _write_chain(fs, settings, batch_ms, write_delta, write_base, previous_ms, due)
-
-
-def _write_chain(
-    fs: HadoopFs,
-    settings: FilesSettings,
-    batch_ms: int,
-    write_delta: Callable[[str], None] | None,
-    write_base: Callable[[str], None],
-    previous_ms: int | None,
-    due: bool | None,
-) -> str:
     started = time.monotonic()
     out = settings.output_dir
     names = fs.list_names(out)
