@@ -140,6 +140,12 @@ class Endpoint:
             f"{PREFIX}_snapshot_interval_seconds",
             "The state snapshot interval (absent while snapshots are off)",
         )
+        self.checkpoint_interval = LateGauge(
+            registry,
+            f"{PREFIX}_checkpoint_interval_seconds",
+            "How often the app checkpoints while batches complete (DStreams: the state's "
+            "checkpoint interval; the structured engine: every micro-batch)",
+        )
         self.processing = Histogram(
             f"{PREFIX}_batch_processing_seconds",
             "Time a batch took to process",
@@ -228,7 +234,7 @@ class Endpoint:
         )
         # Every label value the run can report, at 0: increase() sees the first one.
         reasons = (KAFKA_REASONS if info.get("source") == "kafka" else ()) + (
-            CSV_REASONS if info.get("job") == "keyed-sum" else ()
+            CSV_REASONS if info.get("app_job") == "keyed-sum" else ()
         )
         for reason in reasons:
             self.bad_values.labels(reason)

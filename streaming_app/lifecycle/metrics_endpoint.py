@@ -1,9 +1,9 @@
 """Both engines' Prometheus endpoint for a run: started before Spark when metrics_port is set.
 
 Driver side. The series themselves are in common/prometheus.py; this module knows the run's
-settings (where to listen, the info series' labels, the snapshot interval) and, for a
-Kafka run, starts the lag watch that reads the broker on the endpoint's own schedule
-(sources/kafka/lag_watch.py).
+settings (where to listen, the info series' labels, the snapshot and checkpoint intervals)
+and, for a Kafka run, starts the lag watch that reads the broker on the endpoint's own
+schedule (sources/kafka/lag_watch.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ def run_info(config: AppConfig) -> dict[str, str]:
     return {
         "version": __version__,
         "engine": config.engine,
-        "job": config.job,
+        # Not `job`: Prometheus keeps that label for its scrape job (the app's would be
+        # stored as `exported_job`).
+        "app_job": config.job,
         "source": config.source,
         "sinks": ",".join(config.sinks),
     }
@@ -37,6 +39,9 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
     served = start_endpoint(config.metrics_host, config.metrics_port, run_info(config))
     if config.snapshot_keep > 0:  # for the alert on a snapshot too old or never written
         served.snapshot_interval.set(config.snapshot_ms / 1000)
+    # For the alert on a checkpoint too old or never written: each micro-batch commits.
+    every = config.batch_ms if config.engine == "structured" else config.checkpoint_ms
+    served.checkpoint_interval.set(every / 1000)
     watch = None
     if config.source == "kafka":  # the lag read from the broker on the endpoint's schedule
         from streaming_app.sources.kafka.client import KafkaConnection

@@ -211,7 +211,7 @@ def test_a_dropped_connection_is_reopened_and_the_batch_written_once(
                 [pg_table],
             ).fetchall()
         assert terminated == [(True,)]
-        served = start_endpoint("127.0.0.1", 0, {"job": "wordcount", "sinks": "postgres"})
+        served = start_endpoint("127.0.0.1", 0, {"app_job": "wordcount", "sinks": "postgres"})
         try:
             with caplog.at_level(logging.WARNING):
                 assert writer.write_batch(2000, [("a", 3), ("b", 1)])

@@ -110,4 +110,7 @@ def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
         stamp = done[f"streaming_app_last_success_timestamp_seconds{{operation={operation}}}"]
         assert time.time() - 120 < stamp <= time.time(), operation
     assert done["streaming_app_operation_duration_seconds_count{operation=files}"] >= 4
+    # What StreamingAppCheckpointTooOld compares them with: every micro-batch commits.
+    every = {"dstream": 10, "structured": 2}[engine]
+    assert done["streaming_app_checkpoint_interval_seconds"] == every
     assert app.terminate() == 0, app.log()[-3000:]

@@ -17,7 +17,7 @@ import pytest
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, free_port, make_text, truth, wait_for_totals
 from tests.integration.prometheus_server import SCRAPE_S, Prometheus
-from tests.unit.test_alert_rules import dashboard_exprs
+from tests.unit.test_alert_rules import as_grafana_sends, dashboard_exprs
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -65,13 +65,14 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     )
     info = prometheus.api("query", query="streaming_app_info")["result"][0]["metric"]
     assert (info["engine"], info["source"], info["sinks"]) == (engine, "files", "files")
+    # The app's job setting has a label of its own: Prometheus's `job` is the scrape job's.
+    assert (info["app_job"], info["job"]) == ("wordcount", "streaming-app")
     assert prometheus.value('up{job="streaming-app"}') == 1
     assert not prometheus.firing("StreamingAppDown")
     # Every query of the Grafana dashboard is one this Prometheus accepts (400 otherwise).
     for expr in dashboard_exprs():
-        assert prometheus.api("query", query=expr.replace("$job", "streaming-app")) is not None, (
-            expr
-        )
+        query = as_grafana_sends(expr, job="streaming-app")
+        assert prometheus.api("query", query=query)["result"] is not None, query
     assert prometheus.value('rate(streaming_app_batches_total{job="streaming-app"}[1m])')
 
     driver = int(supervisor.wait_for_log(r"started driver pid (\d+) \(start 1\)")[1])

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the test extra
@@ -24,9 +25,10 @@ SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?!\()")
 def served_series() -> set[str]:
     """Every sample name the endpoint serves once a batch completed (with _total, _bucket,
     ... as scraped), with snapshots on, and `up`."""
-    served = Endpoint({"version": "v", "engine": "e", "job": "j", "source": "s", "sinks": "k"})
+    served = Endpoint({"version": "v", "engine": "e", "app_job": "j", "source": "s", "sinks": "k"})
     served.observe(BatchMetrics(2000, 2000, 10, 5, 0, 5, None, 2100, words=9, state_keys=3), False)
     served.snapshot_interval.set(10)
+    served.checkpoint_interval.set(20)
     text = generate_latest(served.registry).decode()
     names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
     # Labelled series have no sample before their first batch: their TYPE line names them
@@ -39,10 +41,23 @@ def served_series() -> set[str]:
     return names | {"up"}
 
 
+def dashboard() -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads(DASHBOARD.read_text("utf-8")))
+
+
 def dashboard_exprs() -> list[str]:
-    """Every query of the Grafana dashboard."""
-    panels = json.loads(DASHBOARD.read_text("utf-8"))["panels"]
-    return [target["expr"] for panel in panels for target in panel["targets"]]
+    """Every PromQL query of the Grafana dashboard: its panels' and its annotations'."""
+    board = dashboard()
+    return [target["expr"] for panel in board["panels"] for target in panel["targets"]] + [
+        annotation["expr"] for annotation in board["annotations"]["list"]
+    ]
+
+
+def as_grafana_sends(expr: str, job: str, instance: str = ".+") -> str:
+    """A dashboard query as Grafana sends it, its variables replaced."""
+    for name, value in (("$__rate_interval", "1m"), ("$job", job), ("$instance", instance)):
+        expr = expr.replace(name, value)
+    return expr
 
 
 def promtool() -> str:
@@ -81,3 +96,49 @@ def test_every_series_the_dashboard_names_is_served() -> None:
     named = {series for expr in dashboard_exprs() for series in SERIES.findall(expr)}
     assert len(named) >= 10, named
     assert named <= served_series(), f"not served: {sorted(named - served_series())}"
+
+
+def test_the_dashboard_serves_a_fleet() -> None:
+    """Job and instance chosen from what the app serves; every query keeps to them, every
+    rate fits Grafana's step, every legend names the instance, every panel has a unit."""
+    board = dashboard()
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["job"]["query"]["query"] == "label_values(streaming_app_info, job)"
+    assert variables["instance"]["query"]["query"] == (
+        'label_values(streaming_app_info{job="$job"}, instance)'
+    )
+    assert variables["instance"]["multi"] and variables["instance"]["includeAll"]
+    for expr in dashboard_exprs():
+        selectors = re.findall(r"\b[a-z_]+\{([^}]*)\}", expr)
+        assert selectors, expr
+        for selector in selectors:
+            assert selector.startswith('job="$job", instance=~"$instance"'), expr
+        windows = set(re.findall(r"\[([^\]]+)\]", expr))
+        # Fixed windows only where the panel says so ("per 15 minutes"; starts in 15 m)
+        # or the annotation marks each minute's starts.
+        assert windows <= {"$__rate_interval", "15m", "1m"}, expr
+        if "rate(" in expr:
+            assert "[$__rate_interval]" in expr, expr
+    for panel in board["panels"]:
+        assert panel["fieldConfig"]["defaults"]["unit"] not in ("", "short"), panel["title"]
+        for target in panel["targets"]:
+            assert "{{instance}}" in target["legendFormat"], (panel["title"], target)
+    starts = board["annotations"]["list"]
+    assert [a["expr"] for a in starts if "process_start_time_seconds" in a["expr"]], starts
+
+
+def test_every_rule_has_a_runbook_section() -> None:
+    """Each rule's runbook_url names a section of docs/runbook.md that exists."""
+    runbook = (PROMETHEUS_DIR.parents[1] / "docs" / "runbook.md").read_text("utf-8")
+    headings = {
+        re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in runbook.splitlines()
+        if line.startswith("## ")
+    }
+    rules = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text("utf-8"))
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            url = rule["annotations"]["runbook_url"]
+            base, anchor = url.split("#")
+            assert base.endswith("docs/runbook.md"), url
+            assert anchor == rule["alert"].lower() and anchor in headings, url

@@ -25,7 +25,7 @@ from streaming_app.errors import ConfigError
 INFO = {
     "version": "0.4.0",
     "engine": "dstream",
-    "job": "wordcount",
+    "app_job": "wordcount",
     "source": "kafka",
     "sinks": "files",
 }
@@ -238,7 +238,7 @@ def test_bad_values_and_retries_are_counted_by_label_from_zero() -> None:
 
     count_bad_values({"oversize": 2})  # no endpoint: nothing to do, no error
     count_retry("kafka")
-    served = start_endpoint("127.0.0.1", 0, {**INFO, "job": "keyed-sum"})
+    served = start_endpoint("127.0.0.1", 0, {**INFO, "app_job": "keyed-sum"})
     try:
         before = samples(served)
         # Every reason the run can report is there at 0, so increase() sees the first.
