@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -258,6 +258,8 @@ class Endpoint:
         self._processed: dict[tuple[str, int], int] = {}
         self._latest: dict[tuple[str, int], int] = {}
         self._oldest_ms: dict[tuple[str, int], int] = {}
+        # Called (outside the lock) after a batch that left lag behind: the lag watch.
+        self._on_lag: list[Callable[[], None]] = []
 
     def succeeded(self, operation: str, seconds: float) -> None:
         """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
@@ -293,6 +295,7 @@ class Endpoint:
             if batch.state_keys is not None:
                 self.state_keys.set(batch.state_keys)
             self.falling_behind.set(1 if behind else 0)
+            lagging = False
             for position in partitions:
                 key = (position.topic, position.partition)
                 self._processed[key] = position.processed
@@ -300,6 +303,15 @@ class Endpoint:
                     self._latest[key] = max(self._latest.get(key, 0), position.latest)
                 self._oldest_ms.pop(key, None)  # of records this batch may have processed
                 self._update_lag(key)
+                lagging = lagging or self._latest.get(key, 0) > position.processed
+        if lagging:
+            for callback in self._on_lag:
+                callback()
+
+    def on_lag(self, callback: Callable[[], None]) -> None:
+        """Call `callback` after each batch that leaves a partition lagging (the lag watch:
+        the timestamp of the oldest record not yet processed is read again)."""
+        self._on_lag.append(callback)
 
     def idle(self) -> None:
         """A trigger found no new input (the structured engine): the stream is up to date,

@@ -48,6 +48,7 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
         from streaming_app.sources.kafka.lag_watch import LagWatch
 
         watch = LagWatch(KafkaConnection.from_config(config), config.topics, served)
+        served.on_lag(watch.wake)
         watch.start()
     try:
         yield

@@ -5,8 +5,10 @@ the broker every `every` seconds for each partition's latest offset, with a clie
 own (`Broker`), and for each partition that lags behind what the newest batch processed,
 the broker timestamp of the first record not yet processed (one fetch of that record, as
 kafka-lag-exporter reads its time lag). So the lag keeps growing on the endpoint when
-batches stop completing, where a lag computed at batch ends would freeze. A broker the
-thread cannot reach leaves the figures as they were (the source's own reads warn of it).
+batches stop completing, where a lag computed at batch ends would freeze. A batch that
+leaves lag behind wakes it (`wake`, at most every SOONEST_SECONDS), so the lag in
+seconds follows the batches rather than the schedule. A broker the thread cannot reach
+leaves the figures as they were (the source's own reads warn of it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from streaming_app.sources.kafka.offsets import TopicPartition
 log = logging.getLogger(__name__)
 
 EVERY_SECONDS = 15.0  # the endpoint's schedule: about one scrape interval of most setups
+SOONEST_SECONDS = 2.0  # between two readings, however often batches wake the thread
 
 
 class LagWatch:
@@ -38,12 +41,15 @@ class LagWatch:
         topics: Iterable[str],
         endpoint: Any,
         every: float = EVERY_SECONDS,
+        soonest: float = SOONEST_SECONDS,
     ) -> None:
         self.connection = connection
         self.topics = tuple(topics)
         self.endpoint = endpoint
         self.every = every
+        self.soonest = soonest
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._broker: Broker | None = None
         self._reader: Any = None
@@ -52,19 +58,31 @@ class LagWatch:
         self._thread = threading.Thread(target=self._loop, name="kafka-lag-watch", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Read the broker soon (a batch left lag behind): the oldest unprocessed record
+        moved on, and the last reading's timestamp no longer says how old it is."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=REQUEST_TIMEOUT_MS / 1000 + 5)
         self._close()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        while True:
+            self._wake.wait(self.every)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.once()
             except Exception as exc:  # the broker unreachable: try again next time
                 log.debug("Kafka lag watch: %s", exc, exc_info=True)
                 self._close()
+            if self._stop.wait(self.soonest):
+                return
 
     def once(self) -> None:
         """One reading: the latest offsets, and the oldest unprocessed record's timestamp

@@ -355,3 +355,19 @@ def test_a_stop_that_was_asked_for_is_served_until_a_scrape_has_seen_it(
     started = time.monotonic()
     stop_endpoint()  # a run that ends without a stop asked for (a crash) does not wait
     assert time.monotonic() - started < 1.5
+
+
+def test_a_batch_that_leaves_lag_behind_calls_the_lag_watch_and_one_caught_up_does_not() -> None:
+    served = Endpoint(INFO)
+    woken: list[int] = []
+    served.on_lag(lambda: woken.append(1))
+    served.observe(batch(2_000), False, [PartitionPosition("words", 0, 40, 40)])
+    served.observe(batch(4_000), False, [PartitionPosition("words", 0, 40, None)])
+    assert woken == []  # caught up: lag 0, and 0 seconds, known without the broker
+    labels = (("partition", "0"), ("topic", "words"))
+    assert samples(served)[("streaming_app_kafka_lag_seconds", labels)] == 0
+    served.observe(batch(6_000), False, [PartitionPosition("words", 0, 50, 80)])
+    assert woken == [1]
+    # The broker's latest known from the watch; a batch short of it wakes the watch too.
+    served.observe(batch(8_000), False, [PartitionPosition("words", 0, 70, None)])
+    assert woken == [1, 1]
