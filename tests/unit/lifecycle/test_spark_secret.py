@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,107 @@ def test_a_checkpoint_holding_a_secret_is_said_in_one_line(
     (record,) = caplog.records
     assert "streaming-app checkpoint scrub /ck" in record.getMessage()
     assert "real-one" not in record.getMessage()
+
+
+def test_the_secret_is_the_first_line_without_the_spaces_around_it(tmp_path: Path) -> None:
+    assert read_secret_file(_secret_file(tmp_path, text="  two words\t\nsecond line\n")) == (
+        "two words"
+    )
+
+
+def test_a_link_is_followed_and_the_file_it_names_is_checked(tmp_path: Path) -> None:
+    """As Kubernetes mounts a secret: a link (through ..data) to the file."""
+    target = _secret_file(tmp_path, text="s3cret\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    assert read_secret_file(str(link)) == "s3cret"
+    os.chmod(target, 0o644)
+    with pytest.raises(ConfigError, match=r"spark_secret_file .*link: readable or writable"):
+        read_secret_file(str(link))
+
+
+def test_a_fifo_or_a_device_is_refused_without_waiting_or_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)  # no writer: a plain open would wait for one forever
+    with pytest.raises(ConfigError, match=r"spark_secret_file .*fifo: not a regular file"):
+        read_secret_file(str(fifo))
+    with pytest.raises(ConfigError, match=r"spark_secret_file /dev/zero: not a regular file"):
+        read_secret_file("/dev/zero")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    path = _secret_file(tmp_path)
+    os.chown(path, 65534, 65534)  # nobody
+    with pytest.raises(ConfigError, match=r"owned by uid 65534, not by the user the app runs"):
+        read_secret_file(path)
+
+
+def test_a_first_line_too_long_or_blank_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"first line is over 65536 bytes"):
+        read_secret_file(_secret_file(tmp_path, text="x" * 70_000))
+    with pytest.raises(ConfigError, match=r"empty, or its first line blank"):
+        read_secret_file(_secret_file(tmp_path, text="   \nthe secret on line two\n"))
+
+
+SPARK_ENV = Path(__file__).resolve().parents[3] / "conf" / "secure" / "spark-env.sh"
+
+
+def spark_env_secret(path: str) -> tuple[int, str, str]:
+    """Source conf/secure/spark-env.sh as Spark's scripts do: its exit code, the secret it
+    exports, its stderr."""
+    done = subprocess.run(
+        ["bash", "-c", f'set -a; . "{SPARK_ENV}"; printf %s "$_SPARK_AUTH_SECRET"'],
+        env={"PATH": os.environ["PATH"], "STREAMING_APP_SPARK_SECRET_FILE": path},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["s3cret\n", "  two words\t\r\nline two\n", "no newline", "ünïcode ✓\n"]
+)
+def test_the_daemons_read_the_secret_as_the_app_does(tmp_path: Path, text: str) -> None:
+    path = _secret_file(tmp_path, text=text)
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    for name in (path, str(link)):
+        assert spark_env_secret(name) == (0, read_secret_file(name), "")
+
+
+@pytest.mark.parametrize(
+    ("case", "refusal"),
+    [
+        ("empty", "empty, or its first line blank"),
+        ("blank-first-line", "empty, or its first line blank"),
+        ("group-readable", "readable or writable by others"),
+        ("fifo", "not a regular file"),
+        ("missing", "not a regular file, or not there"),
+        ("other-owner", "owned by uid 65534"),
+    ],
+)
+def test_the_daemons_refuse_what_the_app_refuses_in_one_line(
+    tmp_path: Path, case: str, refusal: str
+) -> None:
+    path = str(tmp_path / case)
+    if case == "empty":
+        _secret_file(tmp_path, text="")
+        path = str(tmp_path / "spark-secret")
+    elif case == "blank-first-line":
+        path = _secret_file(tmp_path, text=" \t\nsecret on line two\n")
+    elif case == "group-readable":
+        path = _secret_file(tmp_path, mode=0o640)
+    elif case == "fifo":
+        os.mkfifo(path, 0o600)
+    elif case == "other-owner":
+        if os.geteuid() != 0:
+            pytest.skip("chown to another user needs root")
+        path = _secret_file(tmp_path)
+        os.chown(path, 65534, 65534)
+    code, secret, stderr = spark_env_secret(path)
+    assert (code, secret) == (2, ""), stderr
+    assert stderr.count("\n") == 1 and refusal in stderr, stderr
+    with pytest.raises(ConfigError):
+        read_secret_file(path)
