@@ -8,8 +8,11 @@ driver connects again, a user name or password the broker refuses, or a mechanis
 does not enable, is one line that names the settings (exit 2). The check is one SASL
 exchange with the first bootstrap server that answers, as kafka-python makes it
 (SaslHandshake v1, then SaslAuthenticate v0 with PLAIN's token or SCRAM's messages,
-RFC 5802/7677); anything else (no server up, a broken exchange, another error) is left
-to kafka-python and the app's retries.
+RFC 5802/7677). SCRAM's server is verified too: its nonce extends the client's, its
+iteration count is within Kafka's bounds (a server asking for millions would hold the
+driver in PBKDF2), and its final signature proves it holds the user's credential; a server
+that fails that is one line too (exit 2). Anything else (no server up, a broken exchange,
+another error) is left to kafka-python and the app's retries.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# Kafka's bounds of a SCRAM credential's iterations (ScramMechanism min and maxIterations):
+# a server asking for more would hold the driver in PBKDF2.
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
 _CLIENT_ID = b"streaming-app"
@@ -43,6 +49,12 @@ class _RefusedError(Exception):
         super().__init__(code)
         self.code = code
         self.mechanisms = mechanisms or []
+
+
+class ScramServerError(Exception):
+    """The server's side of a SCRAM exchange does not hold: a nonce that does not extend the
+    client's, an iteration count out of Kafka's bounds, or a final signature that proves
+    the server does not hold the user's credential (another server than the broker)."""
 
 
 class _Exchange:
@@ -105,21 +117,38 @@ def _saslname(user: str) -> str:
 def scram_exchange(
     exchange: _Exchange, mechanism: str, user: str, password: str, nonce: str | None = None
 ) -> None:
-    """SCRAM's client side (RFC 5802): client-first, then the proof of the password."""
+    """SCRAM's client side (RFC 5802): client-first, then the proof of the password, then
+    the server's proof that it holds the credential (ScramServerError if not)."""
     name = _HASHES[mechanism]
-    first_bare = f"n={_saslname(user)},r={nonce or secrets.token_urlsafe(18)}"
+    client_nonce = nonce or secrets.token_urlsafe(18)
+    first_bare = f"n={_saslname(user)},r={client_nonce}"
     server_first = exchange.authenticate(f"n,,{first_bare}".encode()).decode("utf-8")
     attributes = dict(part.split("=", 1) for part in server_first.split(","))
+    server_nonce, iterations = attributes["r"], int(attributes["i"])
+    if not server_nonce.startswith(client_nonce) or len(server_nonce) == len(client_nonce):
+        raise ScramServerError("its nonce does not extend the client's")
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ScramServerError(
+            f"it asks for {iterations} iterations, outside Kafka's "
+            f"{MIN_ITERATIONS}-{MAX_ITERATIONS}"
+        )
     salted = hashlib.pbkdf2_hmac(
-        name, password.encode("utf-8"), base64.b64decode(attributes["s"]), int(attributes["i"])
+        name, password.encode("utf-8"), base64.b64decode(attributes["s"]), iterations
     )
-    without_proof = f"c=biws,r={attributes['r']}"
+    without_proof = f"c=biws,r={server_nonce}"
     auth_message = f"{first_bare},{server_first},{without_proof}".encode()
     client_key = hmac.new(salted, b"Client Key", name).digest()
     stored_key = hashlib.new(name, client_key).digest()
     signature = hmac.new(stored_key, auth_message, name).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-    exchange.authenticate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    server_final = exchange.authenticate(
+        f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+    ).decode("utf-8")
+    final = dict(part.split("=", 1) for part in server_final.split(",") if "=" in part)
+    server_key = hmac.new(salted, b"Server Key", name).digest()
+    expected = hmac.new(server_key, auth_message, name).digest()
+    if not hmac.compare_digest(base64.b64decode(final.get("v", "")), expected):
+        raise ScramServerError("its final signature does not match the user's credential")
 
 
 def _login(exchange: _Exchange, connection: KafkaConnection) -> None:
@@ -152,6 +181,12 @@ def check_sasl_credentials(
             if refused.code in (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED):
                 raise _refusal(connection, f"{host}:{port}", refused) from None
             return  # another error: kafka-python's to report
+        except ScramServerError as exc:
+            raise ConfigError(
+                f"bootstrap_servers: the server at {host}:{port} is not a Kafka broker that "
+                f"holds user {connection.sasl_plain_username!r}'s SCRAM credential ({exc}); "
+                "check the address, or the broker's credential for the user"
+            ) from None
         except (OSError, ValueError, KeyError, struct.error):
             continue  # not up, or an exchange this check does not follow: kafka-python's
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 import struct
 import threading
@@ -12,7 +13,11 @@ import pytest
 
 from streaming_app.errors import ConfigError
 from streaming_app.sources.kafka.client import KafkaConnection
-from streaming_app.sources.kafka.sasl import check_sasl_credentials, scram_exchange
+from streaming_app.sources.kafka.sasl import (
+    ScramServerError,
+    check_sasl_credentials,
+    scram_exchange,
+)
 
 # RFC 7677, section 3: user "user", password "pencil".
 RFC_SERVER_FIRST = (
@@ -44,8 +49,32 @@ def test_scram_messages_are_rfc_7677s_example() -> None:
 
 def test_a_user_name_with_a_comma_or_an_equals_sign_is_escaped() -> None:
     exchange = _Recorded([b"r=xy,s=AAAA,i=4096", b"v="])
-    scram_exchange(exchange, "SCRAM-SHA-512", "a,b=c", "pw", nonce="x")  # type: ignore[arg-type]
+    with pytest.raises(ScramServerError):  # this server proves nothing
+        scram_exchange(exchange, "SCRAM-SHA-512", "a,b=c", "pw", nonce="x")  # type: ignore[arg-type]
     assert exchange.sent[0] == b"n,,n=a=2Cb=3Dc,r=x"
+
+
+@pytest.mark.parametrize(
+    ("server_first", "server_final", "why", "sent"),
+    [
+        # RFC 7677's exchange, but a final signature of another credential.
+        (RFC_SERVER_FIRST, b"v=" + base64.b64encode(b"\0" * 32), "final signature", 2),
+        (RFC_SERVER_FIRST, b"e=other-error", "final signature", 2),
+        # A nonce of the server's own, or the client's alone: no final message is sent.
+        (b"r=someone-elses,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", b"", "nonce", 1),
+        (b"r=rOprNGfwEbeRWgbNEkqO,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", b"", "nonce", 1),
+        # Iterations out of Kafka's bounds: refused before any PBKDF2.
+        (RFC_SERVER_FIRST.replace(b"i=4096", b"i=2000000000"), b"", "2000000000 iterations", 1),
+        (RFC_SERVER_FIRST.replace(b"i=4096", b"i=1"), b"", "1 iterations", 1),
+    ],
+)
+def test_a_server_that_does_not_prove_the_credential_is_refused(
+    server_first: bytes, server_final: bytes, why: str, sent: int
+) -> None:
+    exchange = _Recorded([server_first, server_final])
+    with pytest.raises(ScramServerError, match=why):
+        scram_exchange(exchange, "SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")  # type: ignore[arg-type]
+    assert len(exchange.sent) == sent
 
 
 def _handshake_answer(error: int, mechanisms: list[str]) -> bytes:
@@ -57,7 +86,7 @@ def _authenticate_answer(error: int, token: bytes = b"") -> bytes:
     return struct.pack(">hh", error, -1) + struct.pack(">i", len(token)) + token
 
 
-Answer = Callable[[int], bytes]  # request's api_key -> response body
+Answer = Callable[[int, bytes], bytes]  # request's api_key, its body -> response body
 
 
 @pytest.fixture
@@ -75,8 +104,10 @@ def broker() -> Iterator[Callable[[Answer], int]]:
             with conn:
                 while size := conn.recv(4):
                     request = conn.recv(struct.unpack(">i", size)[0])
-                    api_key, _, correlation_id = struct.unpack(">hhi", request[:8])
-                    body = struct.pack(">i", correlation_id) + answer(api_key)
+                    api_key, _, correlation_id, id_size = struct.unpack(">hhih", request[:10])
+                    body = struct.pack(">i", correlation_id) + answer(
+                        api_key, request[10 + id_size :]
+                    )
                     conn.sendall(struct.pack(">i", len(body)) + body)
 
         threading.Thread(target=serve, daemon=True).start()
@@ -94,7 +125,7 @@ def _connection(mechanism: str = "SCRAM-SHA-256") -> KafkaConnection:
 
 
 def test_a_refused_password_names_the_settings(broker: Callable[[Answer], int]) -> None:
-    def answer(api_key: int) -> bytes:
+    def answer(api_key: int, body: bytes) -> bytes:
         if api_key == 17:
             return _handshake_answer(0, ["PLAIN"])
         return _authenticate_answer(58)
@@ -112,7 +143,7 @@ def test_a_refused_password_names_the_settings(broker: Callable[[Answer], int]) 
 def test_a_mechanism_the_broker_does_not_enable_names_it(
     broker: Callable[[Answer], int],
 ) -> None:
-    port = broker(lambda api_key: _handshake_answer(33, ["SCRAM-SHA-512"]))
+    port = broker(lambda api_key, body: _handshake_answer(33, ["SCRAM-SHA-512"]))
     with pytest.raises(ConfigError) as caught:
         check_sasl_credentials(_connection(), [("127.0.0.1", port)])
     assert str(caught.value) == (
@@ -124,10 +155,36 @@ def test_a_mechanism_the_broker_does_not_enable_names_it(
 def test_other_errors_and_unreachable_brokers_are_left_to_kafka_python(
     broker: Callable[[Answer], int],
 ) -> None:
-    port = broker(lambda api_key: _handshake_answer(34, []))  # ILLEGAL_SASL_STATE
+    port = broker(lambda api_key, body: _handshake_answer(34, []))  # ILLEGAL_SASL_STATE
     check_sasl_credentials(_connection(), [("127.0.0.1", 9), ("127.0.0.1", port)])
 
 
 @pytest.mark.parametrize("protocol", ["plaintext", "ssl"])
 def test_nothing_is_checked_without_sasl(protocol: str) -> None:
     check_sasl_credentials(KafkaConnection("b:1", protocol), [("192.0.2.1", 1)], timeout=0.01)
+
+
+def test_a_server_that_takes_any_password_is_one_line_naming_it(
+    broker: Callable[[Answer], int],
+) -> None:
+    """A server on the broker's address that accepts the proof without the credential
+    (what a rogue listener on sasl_plaintext does): its final signature gives it away."""
+
+    def answer(api_key: int, body: bytes) -> bytes:
+        if api_key == 17:
+            return _handshake_answer(0, ["SCRAM-SHA-256"])
+        token = body[4:].decode()
+        if token.startswith("n,,"):  # client-first: extend its nonce, as a broker does
+            nonce = token.split("r=", 1)[1]
+            return _authenticate_answer(0, f"r={nonce}rogue,s=AAAA,i=4096".encode())
+        return _authenticate_answer(0, b"v=" + base64.b64encode(b"\0" * 32))
+
+    port = broker(answer)
+    with pytest.raises(ConfigError) as caught:
+        check_sasl_credentials(_connection(), [("127.0.0.1", port)])
+    assert str(caught.value) == (
+        f"bootstrap_servers: the server at 127.0.0.1:{port} is not a Kafka broker that holds "
+        "user 'counter''s SCRAM credential (its final signature does not match the user's "
+        "credential); check the address, or the broker's credential for the user"
+    )
+    assert "not-the-password" not in str(caught.value)
