@@ -21,6 +21,7 @@ from streaming_app.lifecycle.checks import check_checkpoint_location, check_path
 from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
+from streaming_app.recovery.checkpoint_lock import hold_for_run
 from streaming_app.settings.schema import AppConfig, is_local_path
 from streaming_app.state.figures import want_state_figures
 
@@ -57,6 +58,7 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
         log.warning("%s", note)
     prepare_spark_env(config.master, config.spark_conf_dir)
     check_checkpoint_location(config, *effective_master(config))
+    hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it
     warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
 
     from streaming_app.dstream.listener import LoggingListener

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streaming_app.errors import CheckpointError
+from streaming_app.recovery.checkpoint_lock import held_alone
 from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,28 @@ class Codec:
     readable: Callable[[str], bool]
 
 
+# The file a scrub writes before renaming it over a checkpoint file: a name in which
+# Spark's checkpoint listing finds no `checkpoint-<ms>` (a killed scrub's leftover would
+# make Spark's recovery fail to sort the files), and that `checkpoint clean` removes.
+TEMP_NAME = ".streaming-app-scrub-{pid}.tmp"
+
+
 def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
     """Rewrite each checkpoint file in `directory` that holds the secret; return their names.
 
-    Each file is written beside itself and renamed over it (atomic), and only after Spark
-    has read the new file as well as the old one. Local directories only.
+    Each file is written beside itself, synced, and renamed over it (atomic), and only
+    after Spark has read the new file as well as the old one; the directory is synced
+    after each rename. Killed at any point, the directory holds each file whole, old or
+    new, and at most a temporary file Spark ignores. Refused while a run holds the
+    directory (checkpoint_lock). Local directories only.
     """
+    with held_alone(directory):
+        return _scrub(directory, codec)
+
+
+def _scrub(directory: str, codec: Codec) -> list[str]:
     scrubbed = []
+    temp = os.path.join(directory, TEMP_NAME.format(pid=os.getpid()))
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         if not is_spark_file(name) or not os.path.isfile(path):
@@ -73,7 +89,6 @@ def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
         data, found = scrub_serialized(codec.decompress(original))
         if not found:
             continue
-        temp = os.path.join(directory, f".{name}.scrub-{os.getpid()}.tmp")
         with open(temp, "wb") as handle:
             handle.write(codec.compress(data))
             handle.flush()
@@ -87,6 +102,16 @@ def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
         if os.path.exists(crc):
             os.unlink(crc)
         os.replace(temp, path)
+        _sync_directory(directory)
         log.info("scrubbed %s", path)
         scrubbed.append(name)
     return scrubbed
+
+
+def _sync_directory(directory: str) -> None:
+    """Make a rename in `directory` durable (a crash of the machine keeps it)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

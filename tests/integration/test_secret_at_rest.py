@@ -1,5 +1,8 @@
 """No secret at rest: a checkpoint that an earlier commit wrote with the cluster's secret in it
 is said in one line at start, then scrubbed with `checkpoint scrub`, and no total is lost.
+A scrub killed midway leaves a checkpoint that recovers exactly, and scrub refuses a
+checkpoint a run holds. (Each step a scrub can be killed at, file by file:
+tests/unit/recovery/test_secret_scrub.py.)
 
 Commit 897783b is the last that let Spark write `spark.authenticate.secret` into the DStream
 checkpoint; its package is extracted from this repository, as the upgrade tests do.
@@ -10,6 +13,7 @@ from __future__ import annotations
 import random
 import re
 import secrets
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +30,26 @@ pytestmark = pytest.mark.timeout(420)
 
 PREVIOUS = "897783b"  # the last commit whose checkpoints hold the secret
 SAID = "holds the cluster's secret (spark.authenticate.secret)"
+# `checkpoint scrub` of argv[1], SIGKILLed at its first fsync (a file's replacement written).
+KILLED_AFTER_WRITE = """
+import os, signal, sys
+real = os.fsync
+def fsync(fd):
+    real(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.fsync = fsync
+from streaming_app.cli.checkpoint import checkpoint
+checkpoint(["scrub", sys.argv[1]])
+"""
+
+
+def scrub_cli(checkpoint: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "streaming_app", "checkpoint", "scrub", str(checkpoint)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_kept(
@@ -65,14 +89,26 @@ def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_
     assert len(said) == 1, warned.log()[-3000:]
     assert f"streaming-app checkpoint scrub {dirs['checkpoint']}" in said[0]
     assert secret not in warned.log()
-    add("b.txt")
 
-    scrub = subprocess.run(
-        [sys.executable, "-m", "streaming_app", "checkpoint", "scrub", str(dirs["checkpoint"])],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    # A scrub killed once its first file's replacement is written and synced, before the
+    # rename: the checkpoint still recovers, exactly (the leftover is not Spark's to list).
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_WRITE, str(dirs["checkpoint"])],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert [p for p in dirs["checkpoint"].iterdir() if p.name.endswith(".tmp")]
+    after_kill = start_app(*args)
+    after_kill.wait_for_log(r"Recovered streaming context from checkpoint")
+    add("b.txt")
+    wait_for_totals(dirs["output"], truth(texts), after_kill)
+    # While a run holds the checkpoint, scrub refuses it: one line, exit 3, nothing changed.
+    refused = scrub_cli(dirs["checkpoint"])
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "an app is running on this checkpoint" in refused.stderr
+    assert after_kill.terminate() == 0, after_kill.log()[-3000:]
+
+    scrub = scrub_cli(dirs["checkpoint"])
     assert scrub.returncode == 0, scrub.stdout + scrub.stderr
     assert scrub.stdout.startswith("removed the secret from "), scrub.stdout
     assert "Traceback" not in scrub.stderr

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import struct
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint, scrub_serialized
+from streaming_app.tools.checkpoint_clean import _TEMP as _CLEAN_TEMP
 
 
 def _string(text: str) -> bytes:
@@ -75,3 +83,105 @@ def test_a_file_spark_could_not_read_once_scrubbed_is_left_unchanged(tmp_path: P
         scrub_checkpoint(str(tmp_path), codec)
     assert (tmp_path / "checkpoint-1000").read_bytes() == secret
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-1000"]
+
+
+# Spark's Checkpoint.REGEX, as its listing applies it (findFirstIn: anywhere in the name).
+SPARK_LISTS = re.compile(r"checkpoint-([\d]+)([\w\.]*)")
+
+# Runs scrub on argv[1] with the identity codec and SIGKILLs itself at step argv[2]: the
+# temporary file written and synced, the stale checksum removed, the first rename done.
+_KILLED_AT = """
+import os, signal, sys
+from streaming_app.recovery import secret_scrub
+from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint
+
+step = sys.argv[2]
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+real_fsync, real_unlink, real_replace = os.fsync, os.unlink, os.replace
+def fsync(fd):
+    real_fsync(fd)
+    if step == "written":
+        die()
+def unlink(path):
+    real_unlink(path)
+    if step == "checksum-removed" and path.endswith(".crc"):
+        die()
+def replace(src, dst):
+    real_replace(src, dst)
+    if step == "renamed":
+        die()
+os.fsync, os.unlink, os.replace = fsync, unlink, replace
+scrub_checkpoint(sys.argv[1], Codec(lambda b: b, lambda b: b, lambda _: True))
+"""
+
+
+@pytest.mark.parametrize("step", ["written", "checksum-removed", "renamed"])
+def test_a_scrub_killed_at_any_step_leaves_whole_files_and_nothing_spark_lists(
+    tmp_path: Path, step: str
+) -> None:
+    secret = _pairs(("spark.authenticate.secret", "s3cr3t"))
+    scrubbed = _pairs(("spark.authenticate.secret", "******"))
+    for name in ("checkpoint-1000", "checkpoint-2000"):
+        (tmp_path / name).write_bytes(secret)
+        (tmp_path / f".{name}.crc").write_bytes(b"crc")
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT, str(tmp_path), step], capture_output=True, timeout=60
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    for name in ("checkpoint-1000", "checkpoint-2000"):
+        assert (tmp_path / name).read_bytes() in (secret, scrubbed)  # whole, old or new
+    if step == "renamed":
+        assert (tmp_path / "checkpoint-1000").read_bytes() == scrubbed
+    # What the kill left: Spark's listing matches no leftover; `checkpoint clean` takes it.
+    leftovers = [
+        p.name for p in tmp_path.iterdir() if not p.name.startswith(("checkpoint-", ".checkpoint-"))
+    ]
+    assert all(SPARK_LISTS.search(name) is None for name in leftovers), leftovers
+    assert all(_CLEAN_TEMP.match(name) for name in leftovers), leftovers
+    # Run again, it finishes the job.
+    assert scrub_checkpoint(str(tmp_path), _identity_codec())
+    for name in ("checkpoint-1000", "checkpoint-2000"):
+        assert (tmp_path / name).read_bytes() == scrubbed
+
+
+def test_scrub_refuses_while_a_run_holds_the_checkpoint_and_goes_on_once_it_died(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "checkpoint-1000").write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+    holder = subprocess.Popen(
+        [
+            sys.executable, "-c",
+            "import sys, time; from streaming_app.recovery.checkpoint_lock import hold_for_run;"
+            "hold_for_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(CheckpointError, match="an app is running on this checkpoint"):
+            scrub_checkpoint(str(tmp_path), _identity_codec())
+        assert b"s3" in (tmp_path / "checkpoint-1000").read_bytes()
+    finally:
+        holder.kill()  # as kill -9 would: the kernel drops its lock
+        holder.wait(timeout=30)
+    assert scrub_checkpoint(str(tmp_path), _identity_codec()) == ["checkpoint-1000"]
+
+
+def test_a_run_waits_while_scrub_holds_the_checkpoint(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streaming_app.recovery import checkpoint_lock
+
+    held: list[bool] = []
+    with checkpoint_lock.held_alone(str(tmp_path)):
+        waiter = threading.Thread(
+            target=lambda: held.append(checkpoint_lock.hold_for_run(str(tmp_path), 0.05) is None)
+        )
+        waiter.start()
+        time.sleep(0.3)
+        assert held == []  # still waiting
+    waiter.join(timeout=10)
+    assert held == [True]
+    assert "waiting for `checkpoint scrub` to finish" in caplog.text
+    os.close(checkpoint_lock._HELD.pop())

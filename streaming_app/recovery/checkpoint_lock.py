@@ -1,0 +1,75 @@
+"""A lock on a local DStream checkpoint directory: shared by the runs on it, exclusive for
+`checkpoint scrub`, which rewrites its files and must not race a run writing new ones.
+
+Driver side. The lock is `flock(2)` on the directory itself (no file of its own in it):
+the kernel drops it when the process that holds it ends, however it ends (kill -9 too),
+so a crashed run or scrub leaves no stale lock behind. A directory on HDFS or an object
+store has no such lock; `checkpoint scrub` works on local directories only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlparse
+
+from streaming_app.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+# The runs' shared locks: held (open) until the process ends.
+_HELD: list[int] = []
+
+
+def local_dir(checkpoint_dir: str) -> str | None:
+    """The local path of a checkpoint directory (a plain path or file: URI), else None."""
+    if checkpoint_dir.startswith("file:"):
+        return urlparse(checkpoint_dir).path or None
+    return None if "://" in checkpoint_dir else checkpoint_dir
+
+
+def _open(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def hold_for_run(checkpoint_dir: str, poll: float = 0.5) -> None:
+    """Hold the directory's shared lock until this process ends (created if new), waiting
+    while a `checkpoint scrub` holds it; nothing for a directory that is not local."""
+    path = local_dir(checkpoint_dir)
+    if path is None:
+        return
+    os.makedirs(path, exist_ok=True)
+    fd = _open(path)
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if not said:
+                log.warning("checkpoint_dir %s: waiting for `checkpoint scrub` to finish", path)
+                said = True
+            time.sleep(poll)
+    _HELD.append(fd)
+
+
+@contextmanager
+def held_alone(path: str) -> Iterator[None]:
+    """Hold the directory's lock exclusively for an offline tool (CheckpointError, exit 3,
+    while a run holds it)."""
+    fd = _open(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckpointError(
+                f"{path}: an app is running on this checkpoint (it holds the directory's "
+                "lock); stop it first"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
