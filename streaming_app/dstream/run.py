@@ -58,7 +58,6 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
         log.warning("%s", note)
     prepare_spark_env(config.master, config.spark_conf_dir)
     check_checkpoint_location(config, *effective_master(config))
-    hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it
     warnings.filterwarnings("ignore", message="DStream is deprecated", category=FutureWarning)
 
     from streaming_app.dstream.listener import LoggingListener
@@ -78,6 +77,7 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
         configure_postgres(config.postgres_dsn, stop.event, config.postgres_give_up_after)
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
+    hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it
     try:
         with launching_jvm(), stop.through_start():
             ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))

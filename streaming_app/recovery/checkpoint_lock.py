@@ -37,12 +37,12 @@ def _open(path: str) -> int:
 
 
 def hold_for_run(checkpoint_dir: str, poll: float = 0.5) -> None:
-    """Hold the directory's shared lock until this process ends (created if new), waiting
-    while a `checkpoint scrub` holds it; nothing for a directory that is not local."""
+    """Hold the directory's shared lock until this process ends, waiting while a
+    `checkpoint scrub` holds it. Nothing for a directory that is not local, or not there
+    yet: a new checkpoint holds no secret, so scrub leaves its files alone anyway."""
     path = local_dir(checkpoint_dir)
-    if path is None:
+    if path is None or not os.path.isdir(path):
         return
-    os.makedirs(path, exist_ok=True)
     fd = _open(path)
     said = False
     while True:
