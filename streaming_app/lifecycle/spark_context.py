@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from streaming_app.lifecycle.rest_server import warn_open_rest_server
 from streaming_app.lifecycle.spark_secret import hold_secret, secure_conf
 from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
 from streaming_app.settings.schema import AppConfig
@@ -95,6 +96,7 @@ def spark_context(
     secret = secure_conf(conf, config.spark_secret_file)
     if secret is not None:
         hold_secret(SparkContext._jvm, secret)
+    warn_open_rest_server(str(conf.get("spark.master", config.master)), dict(conf.getAll()))
     sc = SparkContext.getOrCreate(conf)
     if sc.uiWebUrl:  # the port moves on when 4040 is taken: say where it is
         log.info("Spark UI at %s", sc.uiWebUrl)

@@ -152,6 +152,8 @@ def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere
         assert app.terminate() == 0, app.log()[-4000:]
     assert "Creating new context" not in app.log(), "the factory ran on recovery"
     assert "holds the cluster's secret" not in app.log()
+    # conf/secure turns the master's REST submission server off: nothing to warn of.
+    assert "REST submission server answers" not in app.log()
     assert totals_command(dirs["output"]) == truth(texts)
     # It ran on the cluster, authenticated with the second secret: an executor ran tasks.
     stderr = [p.read_text() for p in (cluster.work_dir / registered["id"]).glob("*/stderr")]
