@@ -1,5 +1,6 @@
-"""A lock on a local DStream checkpoint directory: shared by the runs on it, exclusive for
-`checkpoint scrub`, which rewrites its files and must not race a run writing new ones.
+"""A lock on a local DStream checkpoint directory: runs share it, `checkpoint scrub` holds it alone.
+
+Scrub rewrites the checkpoint's files and must not race a run that writes new ones.
 
 Driver side. The lock is `flock(2)` on the directory itself (no file of its own in it):
 the kernel drops it when the process that holds it ends, however it ends (kill -9 too),
