@@ -8,12 +8,13 @@ import sys
 import click
 
 from streaming_app import __version__
+from streaming_app.cli.options import CommandsInFull
 from streaming_app.errors import EXIT_INTERRUPTED
 
 log = logging.getLogger("streaming_app")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CommandsInFull, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="streaming-app")
 def cli() -> None:
     """Recoverable PySpark DStream word counts over socket, directory and Kafka input."""

@@ -27,6 +27,62 @@ def _option(key: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:
     return click.option(flag, *decls, key, default=None, help=setting_help(key), **kwargs)
 
 
+# `run --help`'s sections: each run option's parameter name, by what it is about.
+OPTION_GROUPS: dict[str, tuple[str, ...]] = {
+    "Input": (
+        "source", "host", "port", "input_dir", "bootstrap_servers", "topics",
+        "starting_offsets", "max_rate_per_partition", "group_id", "on_offset_out_of_range",
+        "max_value_bytes",
+    ),
+    "Job": (
+        "engine", "job", "batch_interval", "window", "slide", "csv_fields", "key_field",
+        "value_field", "sum_scale",
+    ),
+    "Output": ("sinks", "output_dir", "postgres_table", "top_n"),
+    "State and checkpoints": (
+        "checkpoint_dir", "checkpoint_interval", "on_incompatible_checkpoint",
+        "restore_from_snapshot", "snapshot_interval", "snapshot_dir", "snapshot_keep",
+        "state_buckets",
+    ),
+    "Metrics": ("metrics_file", "metrics_port", "metrics_host", "progress"),
+    "Cluster and security": ("master", "allow_local_checkpoint", "spark_secret_file", "spark_conf"),
+    "Run and logging": ("config_file", "duration", "stop_timeout", "log_level"),
+}  # fmt: skip
+
+
+class GroupedCommand(click.Command):
+    """A command whose `--help` lists its options in OPTION_GROUPS' sections (any option
+    in none of them, `--help` itself, under "Other options")."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {p.name: p.get_help_record(ctx) for p in self.get_params(ctx)}
+        sections = [
+            (title, [records.pop(name) for name in names if name in records])
+            for title, names in OPTION_GROUPS.items()
+        ]
+        sections.append(("Other options", list(records.values())))
+        for title, rows in sections:
+            shown = [row for row in rows if row is not None]
+            if shown:
+                with formatter.section(title):
+                    formatter.write_dl(shown)
+
+
+class CommandsInFull(click.Group):
+    """A group whose `--help` gives each command's first line whole, not cut at 45
+    characters with "..."."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for decorate in reversed(
         [
@@ -74,7 +130,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "sinks",
                 multiple=True,
                 type=click.Choice(["console", "files", "postgres"]),
-                help="an output; repeat for several [env: STREAMING_APP_SINKS, comma-separated]",
+                help="an output; repeat for several [default: console] "
+                "[env: STREAMING_APP_SINKS, comma-separated]",
             ),
             _option("output_dir", metavar="DIR"),
             _option("postgres_table", metavar="[SCHEMA.]TABLE"),

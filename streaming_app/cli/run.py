@@ -7,12 +7,12 @@ import sys
 import click
 
 from streaming_app.cli.exits import fail
-from streaming_app.cli.options import run_options, setup_logging
+from streaming_app.cli.options import GroupedCommand, run_options, setup_logging
 from streaming_app.errors import StreamingAppError
 from streaming_app.settings.loading import load_config
 
 
-@click.command()
+@click.command(cls=GroupedCommand)
 @run_options
 def run(
     config_file: str | None,

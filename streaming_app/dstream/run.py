@@ -17,7 +17,12 @@ from streaming_app.dstream.stopping import (
     stop_within,
 )
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
-from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.checks import (
+    check_checkpoint_location,
+    check_paths,
+    effective_master,
+    say_default_checkpoint,
+)
 from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
@@ -78,6 +83,7 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it
+    say_default_checkpoint(config)
     try:
         with launching_jvm(), stop.through_start():
             ssc = start_streaming(config, lambda until: LoggingListener.for_config(config, until))

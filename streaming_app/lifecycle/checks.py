@@ -16,7 +16,7 @@ from typing import Any
 
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
-from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.settings.schema import SETTINGS, AppConfig, is_local_path
 from streaming_app.sources.kafka.client import KafkaConnection, check_broker
 from streaming_app.sources.kafka.tls import check_tls_files
 
@@ -117,3 +117,15 @@ def check_paths(config: AppConfig) -> None:
         ensure_readable_dir("input_dir", config.input_dir)
     if config.metrics_file:
         check_metrics_file(config.metrics_file)
+
+
+def say_default_checkpoint(config: AppConfig) -> None:
+    """One line saying where the checkpoint goes when checkpoint_dir was left at its
+    default (a relative `checkpoint`, wherever the run was started)."""
+    default = os.path.abspath(SETTINGS["checkpoint_dir"].default)
+    if config.checkpoint_dir in (SETTINGS["checkpoint_dir"].default, default):
+        log.info(
+            "the checkpoint is %s (checkpoint_dir's default: ./checkpoint where the run "
+            "started; --checkpoint-dir sets it)",
+            default,
+        )

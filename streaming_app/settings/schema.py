@@ -346,8 +346,27 @@ def env_name(key: str) -> str:
 
 
 def setting_help(key: str) -> str:
-    """Help text of setting `key`, with its environment variable, for `--help`."""
-    return f"{SETTINGS[key].metadata['help']} [env: {env_name(key)}]"
+    """Help text of setting `key`, with its default and its environment variable, for
+    `--help`. A text that ends with ` [...]` says there what the default is (`[never]`,
+    `[checkpoint_interval]`): that becomes `[default: ...]`."""
+    text = SETTINGS[key].metadata["help"]
+    note = re.search(r" \[([^\[\]]+)\]$", text)
+    default = SETTINGS[key].default
+    if note:
+        text = f"{text[: note.start()]} [default: {note[1]}]"
+    elif default not in (None, (), ""):
+        text += f" [default: {_shown_default(default)}]"
+    return f"{text} [env: {env_name(key)}]"
+
+
+def _shown_default(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def is_local_path(path: str) -> bool:

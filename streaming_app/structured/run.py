@@ -16,7 +16,12 @@ from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
-from streaming_app.lifecycle.checks import check_checkpoint_location, check_paths, effective_master
+from streaming_app.lifecycle.checks import (
+    check_checkpoint_location,
+    check_paths,
+    effective_master,
+    say_default_checkpoint,
+)
 from streaming_app.lifecycle.metrics_endpoint import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import (
@@ -96,6 +101,7 @@ def _run(config: AppConfig) -> int:
         configure_postgres(config.postgres_dsn, stop.event, config.postgres_give_up_after)
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
+    say_default_checkpoint(config)
     try:
         with launching_jvm(), stop.through_start():
             spark = build_session(config)

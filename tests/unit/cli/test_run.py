@@ -210,6 +210,44 @@ def test_run_help_lists_the_env_vars() -> None:
     assert "password" not in result.stdout.lower()
 
 
+def test_run_help_groups_every_option_and_shows_every_default() -> None:
+    from streaming_app.cli.options import OPTION_GROUPS
+    from streaming_app.cli.run import run
+    from streaming_app.settings.schema import SETTINGS
+
+    grouped = [name for names in OPTION_GROUPS.values() for name in names]
+    assert len(grouped) == len(set(grouped)), "an option in two sections"
+    options = {p.name for p in run.params}
+    assert options == set(grouped), options ^ set(grouped)  # none left ungrouped
+    text = invoke("run", "--help").stdout
+    positions = [text.index(f"\n{title}:\n") for title in OPTION_GROUPS]
+    assert positions == sorted(positions)  # the sections, in order
+    assert text.rstrip().endswith("-h, --help  Show this message and exit.")
+    # Every option whose setting has a default says it (the text wraps: compare flat).
+    flat = " ".join(text.split())
+    flags = {p.name: p.opts[0] for p in run.params}
+    for name in sorted(options & set(SETTINGS)):
+        if SETTINGS[name].default not in (None, (), ""):
+            after = flat[flat.index(flags[name] + " ") :]
+            assert "[default: " in after[: after.index("[env: ")], name
+    for flag, default in [
+        ("--batch-interval", "1"), ("--stop-timeout", "30"), ("--host", "127.0.0.1"),
+        ("--port", "9999"), ("--metrics-host", "127.0.0.1"), ("--sink", "console"),
+        ("--slide", "batch_interval"), ("--duration", "never"),
+    ]:  # fmt: skip
+        after = flat[flat.index(flag + " ") :]
+        assert f"[default: {default}]" in after[: after.index("[env: ")], flag
+
+
+def test_the_command_list_gives_each_description_whole() -> None:
+    text = invoke("--help").stdout
+    assert "..." not in text[text.index("Commands:") :]
+    flat = " ".join(text.split())
+    assert (
+        "Run the streaming word count; resumes from the checkpoint directory if one exists." in flat
+    )
+
+
 def test_postgres_dsn_problems_never_show_the_password() -> None:
     env = {"STREAMING_APP_POSTGRES_DSN": "postgresql://u:s3cret@127.0.0.1/db"}
     result = invoke("run", "--sink", "postgres", "--postgres-table", "no-dashes", env=env)
