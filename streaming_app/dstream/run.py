@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable
 
 from streaming_app.common.failure_text import java_summary
+from streaming_app.common.internals import check_internals
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.dstream.stopping import (
@@ -58,6 +59,7 @@ def run(config: AppConfig, quiesce: Callable[[], None] | None = None) -> int:
 def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
     check_secret_file(config.spark_secret_file)  # first: a mistake there writes nothing
     check_paths(config)
+    check_internals(kafka=config.source == "kafka")  # docs/internals.md
     _check_restore_path(config)
     for note in config.advisories():
         log.warning("%s", note)

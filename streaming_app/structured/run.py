@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from streaming_app.common.failure_text import failure_text, java_summary
+from streaming_app.common.internals import check_internals
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
 from streaming_app.errors import EXIT_OK, StreamingAppError, StreamingFailedError
@@ -84,6 +85,7 @@ def _run(config: AppConfig) -> int:
     check_supported(config)
     check_secret_file(config.spark_secret_file)  # first: a mistake there writes nothing
     check_paths(config)
+    check_internals(kafka=config.source == "kafka")  # docs/internals.md
     prepare_spark_env(config.master, config.spark_conf_dir)
     master, default_fs = effective_master(config)
     check_checkpoint_location(config, master, default_fs)
