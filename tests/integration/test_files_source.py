@@ -17,13 +17,23 @@ pytestmark = pytest.mark.timeout(300)
 STARTED = r"Started new streaming context"
 
 
-# Both state layouts: 64 buckets (the default) and 0.2.0's one record per key.
-@pytest.mark.parametrize("layout", [(), ("--state-buckets", "0")], ids=["buckets", "per-key"])
+# Both state layouts: 64 buckets (the default) and 0.2.0's one record per key. The second
+# also turns off every optional reach into PySpark's internals (docs/internals.md): the
+# state's buckets, the preloaded worker daemon, the JVM's class archive.
+OPTIONAL_REACHES_OFF = (
+    "--state-buckets", "0", "--spark-conf", "spark.python.daemon.module=pyspark.daemon",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "layout", [(), OPTIONAL_REACHES_OFF], ids=["buckets", "per-key-no-optional-internals"]
+)
 def test_files_source_counts_exactly_and_replaces_undecodable_bytes(
     dirs: dict[str, Path], start_app: Any, layout: tuple[str, ...]
 ) -> None:
     rng = random.Random(7)
-    app = start_app(*files_args(dirs, "--sink", "console", *layout))
+    env = {"STREAMING_APP_JVM_ARCHIVE": "0"} if layout else None
+    app = start_app(*files_args(dirs, "--sink", "console", *layout), env=env)
     app.wait_for_log(STARTED)
     texts = [make_text(rng, 50) for _ in range(3)]
     for i, text in enumerate(texts):
