@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from typing import Any
 
@@ -38,8 +39,15 @@ SECURE_SPARK_CONF = {
     "spark.io.encryption.enabled": "true",
     "spark.ui.killEnabled": "false",
 }
-# Masters on which Spark makes a secret of its own for the application (initializeAuth).
-_OWN_SECRET = ("local", "yarn")
+# Masters on which Spark makes a secret of its own for each application
+# (SecurityManager.initializeAuth: "yarn", "local", local[N], local[N,F]).
+_OWN_SECRET = re.compile(r"^(yarn|local|local\[([0-9]+|\*)\]|local\[([0-9]+|\*)\s*,\s*[0-9]+\])$")
+# Spark on Kubernetes reads a secret from a file of its own settings (mounted in the pods).
+SECRET_FILE_KEYS = (
+    "spark.authenticate.secret.file",
+    "spark.authenticate.secret.driver.file",
+    "spark.authenticate.secret.executor.file",
+)
 # The secret is the file's first line: what is read of it at most.
 _MOST_BYTES = 64 * 1024
 # Trimmed from both ends of that line: the shell's [:space:] (spark-env.sh trims the same).
@@ -115,6 +123,26 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
     None when there is none. Raises ConfigError when authentication is on, the master needs
     a secret of the operator's and none was given.
     """
+    master = str(conf.get("spark.master", "local"))
+    if master.startswith("local-cluster") and _authenticating(conf, secret_file):
+        raise ConfigError(
+            f"master {master}: Spark's test cluster cannot run with authentication (its "
+            "workers never get the application's secret); use local[N], or a standalone "
+            "cluster started with conf/secure (docs/security.md)"
+        )
+    if secret_file and _OWN_SECRET.match(master):
+        read_secret_file(secret_file)  # still refused if unsafe: the next master may use it
+        for key, value in SECURE_SPARK_CONF.items():
+            conf.setIfMissing(key, value)
+        log.info(
+            "spark_secret_file is not used with master %s: Spark makes a secret of its own "
+            "for each application there; authentication and encryption are on with it",
+            master,
+        )
+        return None
+    if master.startswith("k8s://"):
+        _kubernetes(conf, secret_file)
+        return None
     secret = read_secret_file(secret_file) if secret_file else None
     if secret_file:
         for key, value in SECURE_SPARK_CONF.items():
@@ -127,12 +155,39 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
         conf.set(SECRET_KEY, PLACEHOLDER)
         return secret
     on = str(conf.get(AUTHENTICATE, "false")).strip().lower() == "true"
-    master = str(conf.get("spark.master", "local"))
-    if on and not master.startswith(_OWN_SECRET):
+    if on and not _OWN_SECRET.match(master):
         raise ConfigError(
             f"spark.authenticate is on but no secret was given for master {master}: set "
             "spark_secret_file (--spark-secret-file, STREAMING_APP_SPARK_SECRET_FILE) to a "
             "file only the service user can read (docs/security.md)"
+        )
+    return None
+
+
+def _authenticating(conf: Any, secret_file: str | None) -> bool:
+    return bool(secret_file) or str(conf.get(AUTHENTICATE, "false")).strip().lower() == "true"
+
+
+def _kubernetes(conf: Any, secret_file: str | None) -> None:
+    """On Kubernetes Spark takes the secret from a file in each pod (its own settings),
+    or makes one of its own; the app's secret file becomes that setting, and nothing is
+    put in the credentials (Spark does not look there on Kubernetes)."""
+    if secret_file:
+        read_secret_file(secret_file)
+        for key, value in SECURE_SPARK_CONF.items():
+            conf.setIfMissing(key, value)
+        if all(conf.get(key) is None for key in SECRET_FILE_KEYS):
+            conf.set(SECRET_FILE_KEYS[0], secret_file)
+        log.info(
+            "spark_secret_file on Kubernetes: Spark reads the secret from that path in the "
+            "driver's and the executors' pods (spark.authenticate.secret.file): mount it "
+            "there, as a Kubernetes secret"
+        )
+    if not is_placeholder(conf.get(SECRET_KEY)):
+        raise ConfigError(
+            "spark.authenticate.secret: on Kubernetes give the secret as a file mounted in "
+            "the pods (spark_secret_file), not as a setting: the setting is written into "
+            "every DStream checkpoint"
         )
     return None
 

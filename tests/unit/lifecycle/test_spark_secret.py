@@ -11,6 +11,7 @@ import pytest
 
 from streaming_app.errors import ConfigError
 from streaming_app.lifecycle.spark_secret import (
+    AUTHENTICATE,
     ENV_SECRET,
     PLACEHOLDER,
     SECRET_KEY,
@@ -233,3 +234,58 @@ def test_the_daemons_refuse_what_the_app_refuses_in_one_line(
     assert stderr.count("\n") == 1 and refusal in stderr, stderr
     with pytest.raises(ConfigError):
         read_secret_file(path)
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4, 3]", "yarn"])
+def test_where_spark_makes_its_own_secret_the_file_is_said_unused_in_one_line(
+    tmp_path: Path, master: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    conf = _Conf({"spark.master": master})
+    with caplog.at_level(logging.INFO):
+        assert secure_conf(conf, _secret_file(tmp_path)) is None  # nothing to hold
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"spark_secret_file is not used with master {master}: Spark makes")
+    assert conf[AUTHENTICATE] == "true" and SECRET_KEY not in conf
+    assert "s3cr3t-value" not in repr(conf) + line
+    # An unsafe file is refused all the same: the same settings may go to a cluster next.
+    with pytest.raises(ConfigError, match="readable or writable by others"):
+        secure_conf(_Conf({"spark.master": master}), _secret_file(tmp_path, mode=0o644))
+
+
+@pytest.mark.parametrize(
+    "settings", [{}, {AUTHENTICATE: "true"}], ids=["secret-file", "authenticate-on"]
+)
+def test_local_cluster_with_authentication_is_one_line_exit_2(
+    tmp_path: Path, settings: dict[str, str]
+) -> None:
+    conf = _Conf({"spark.master": "local-cluster[2,1,1024]", **settings})
+    with pytest.raises(ConfigError, match=r"^master local-cluster\[2,1,1024\]: Spark's test"):
+        secure_conf(conf, _secret_file(tmp_path) if not settings else None)
+    assert secure_conf(_Conf({"spark.master": "local-cluster[2,1,1024]"}), None) is None
+
+
+def test_on_kubernetes_the_file_becomes_sparks_own_file_setting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _secret_file(tmp_path)
+    conf = _Conf({"spark.master": "k8s://https://kube:6443"})
+    with caplog.at_level(logging.INFO):
+        assert secure_conf(conf, path) is None  # nothing for the credentials
+    assert conf["spark.authenticate.secret.file"] == path
+    assert conf[AUTHENTICATE] == "true" and SECRET_KEY not in conf
+    assert "mount it there" in caplog.text and "s3cr3t-value" not in caplog.text
+    # Settings of the operator's own for the pods' files are kept as they are.
+    own = _Conf({"spark.master": "k8s://x", "spark.authenticate.secret.driver.file": "/d"})
+    secure_conf(own, path)
+    assert "spark.authenticate.secret.file" not in own
+    # Without a file Spark makes a secret per application there: no refusal.
+    assert secure_conf(_Conf({"spark.master": "k8s://x", AUTHENTICATE: "true"}), None) is None
+    # A secret as a setting would be written into every checkpoint: refused.
+    with pytest.raises(ConfigError, match="on Kubernetes give the secret as a file"):
+        secure_conf(_Conf({"spark.master": "k8s://x", SECRET_KEY: "in-conf"}), None)
+
+
+def test_a_standalone_master_takes_the_files_secret_for_the_credentials(tmp_path: Path) -> None:
+    conf = _Conf({"spark.master": "spark://m1:7077,m2:7077"})
+    assert secure_conf(conf, _secret_file(tmp_path)) == "s3cr3t-value"
+    assert conf[SECRET_KEY] == PLACEHOLDER
