@@ -17,8 +17,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from streaming_app.errors import ConfigError
 from streaming_app.lifecycle.rest_server import warn_open_rest_server
-from streaming_app.lifecycle.spark_secret import hold_secret, secure_conf
+from streaming_app.lifecycle.spark_secret import hold_secret, secure_conf, verify_resolved
 from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
 from streaming_app.settings.schema import AppConfig
 
@@ -42,6 +43,8 @@ _VOLATILE = frozenset(
         # Set by the app itself in the live conf when a stop begins (dstream/stopping.py
         # `set_graceful_stop_timeout`), so a checkpoint written after it records it.
         "spark.streaming.gracefulStopTimeout",
+        # The run's placeholder of the secret (spark_secret.PLACEHOLDER): new each run.
+        "spark.authenticate.secret",
     }
 )
 
@@ -98,6 +101,12 @@ def spark_context(
         hold_secret(SparkContext._jvm, secret)
     warn_open_rest_server(str(conf.get("spark.master", config.master)), dict(conf.getAll()))
     sc = SparkContext.getOrCreate(conf)
+    if secret is not None:
+        try:
+            verify_resolved(sc, secret, config.spark_secret_file)
+        except ConfigError:
+            sc.stop()
+            raise
     if sc.uiWebUrl:  # the port moves on when 4040 is taken: say where it is
         log.info("Spark UI at %s", sc.uiWebUrl)
     return sc

@@ -12,9 +12,11 @@ never from the driver's SparkConf.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import re
+import secrets
 import stat
 from typing import Any
 
@@ -26,8 +28,11 @@ log = logging.getLogger(__name__)
 AUTHENTICATE = "spark.authenticate"
 # Spark's own route for the secret (SecurityManager.ENV_AUTH_SECRET).
 ENV_SECRET = "_SPARK_AUTH_SECRET"
-# What the SparkConf (and so every checkpoint) holds instead of the secret.
-PLACEHOLDER = "********"
+# What the SparkConf (and so every checkpoint) holds instead of the secret: stars, then a
+# random part new with each run, so that a Spark that fell back to the SparkConf's value
+# would hold a secret no one can guess (and verify_resolved stops the run anyway).
+PLACEHOLDER_PREFIX = "********-"
+PLACEHOLDER = PLACEHOLDER_PREFIX + secrets.token_urlsafe(24)
 # The one switch (spark_secret_file): what it turns on, unless the user's Spark settings
 # say otherwise. Spark's security docs: authentication, AES-based RPC encryption with no
 # fallback to the older SASL protocol, encrypted local disk (shuffle, spills, cached
@@ -110,8 +115,9 @@ def check_secret_file(path: str | None) -> None:
 
 
 def is_placeholder(value: str | None) -> bool:
-    """Whether a secret value in a SparkConf is ours, not a real secret (or is absent)."""
-    return not value or set(value) == {"*"}
+    """Whether a secret value in a SparkConf is ours, not a real secret (or is absent):
+    a run's placeholder, the stars of an earlier one, or what `checkpoint scrub` wrote."""
+    return not value or set(value) == {"*"} or value.startswith(PLACEHOLDER_PREFIX)
 
 
 def secure_conf(conf: Any, secret_file: str | None) -> str | None:
@@ -190,6 +196,27 @@ def _kubernetes(conf: Any, secret_file: str | None) -> None:
             "every DStream checkpoint"
         )
     return None
+
+
+def verify_resolved(sc: Any, secret: str, secret_file: str | None) -> None:
+    """Compare the secret Spark's SecurityManager resolved with the one held; ConfigError
+    (exit 2) if they differ: a Spark that looks elsewhere first (a renamed credentials key,
+    another order of lookup) would otherwise run on `_SPARK_AUTH_SECRET` or on the
+    placeholder. Neither secret is logged."""
+    try:
+        resolved = sc._jsc.sc().env().securityManager().getSecretKey()
+    except Exception:  # a Spark without this chain: say so rather than run unchecked
+        raise ConfigError(
+            "cannot read the secret Spark resolved (SparkEnv.securityManager().getSecretKey(), "
+            "docs/internals.md): this Spark is not one the app was checked with"
+        ) from None
+    if resolved is None or not hmac.compare_digest(str(resolved).encode(), secret.encode()):
+        where = f"spark_secret_file {secret_file}" if secret_file else "the secret given"
+        raise ConfigError(
+            f"the secret Spark resolved is not {where}: this Spark looks for it elsewhere "
+            "first (docs/internals.md, lifecycle/spark_secret.py); the run stops rather than "
+            "use another"
+        )
 
 
 def hold_secret(jvm: Any, secret: str) -> None:

@@ -6,6 +6,7 @@ import logging
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,10 @@ from streaming_app.lifecycle.spark_secret import (
     PLACEHOLDER,
     SECRET_KEY,
     SECURE_SPARK_CONF,
+    is_placeholder,
     read_secret_file,
     secure_conf,
+    verify_resolved,
     warn_secret_in_checkpoint,
 )
 from streaming_app.settings.loading import load_config
@@ -289,3 +292,46 @@ def test_a_standalone_master_takes_the_files_secret_for_the_credentials(tmp_path
     conf = _Conf({"spark.master": "spark://m1:7077,m2:7077"})
     assert secure_conf(conf, _secret_file(tmp_path)) == "s3cr3t-value"
     assert conf[SECRET_KEY] == PLACEHOLDER
+
+
+class _Jvm:
+    """The chain verify_resolved walks: sc._jsc.sc().env().securityManager().getSecretKey()."""
+
+    def __init__(self, resolved: str | None) -> None:
+        self.resolved = resolved
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "getSecretKey":
+            return lambda: self.resolved
+        return lambda: self
+
+
+class _Sc:
+    def __init__(self, resolved: str | None) -> None:
+        self._jsc = _Jvm(resolved)
+
+
+def test_the_secret_spark_resolved_is_compared_with_the_files() -> None:
+    verify_resolved(_Sc("s3cr3t-value"), "s3cr3t-value", "/etc/secret")  # the same: nothing
+    for resolved in (PLACEHOLDER, "the-env-secret", None):
+        with pytest.raises(ConfigError) as caught:
+            verify_resolved(_Sc(resolved), "s3cr3t-value", "/etc/secret")
+        assert str(caught.value).startswith(
+            "the secret Spark resolved is not spark_secret_file /etc/secret:"
+        )
+        assert "s3cr3t-value" not in str(caught.value)
+        assert str(resolved) not in str(caught.value)
+
+
+def test_the_placeholder_is_new_each_run_and_still_reads_as_one() -> None:
+    import subprocess
+    import sys
+
+    code = "from streaming_app.lifecycle.spark_secret import PLACEHOLDER; print(PLACEHOLDER)"
+    runs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+        for _ in range(2)
+    }
+    assert len(runs) == 2 and all(len(run.strip()) > 30 for run in runs)
+    assert is_placeholder(PLACEHOLDER) and is_placeholder("********") and is_placeholder("***")
+    assert not is_placeholder("hunter2") and not is_placeholder("****x")
