@@ -202,8 +202,8 @@ def scrub(directory: str) -> None:
         if is_structured(fs, path):
             click.echo(f"{path}: a Structured Streaming checkpoint holds no Spark settings")
             return
-        from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint
         from streaming_app.recovery.spark_checkpoint import SparkProbe
+        from streaming_app.tools.secret_scrub import Codec, scrub_checkpoint
 
         probe = SparkProbe()
         codec = Codec(probe.decompress, probe.compress, lambda p: bool(probe.check(p).readable))

@@ -1,1 +1,1 @@
-"""What both engines share to run: the start-up checks, the worker daemon, the stop of a run."""
+"""What both engines share to run: checks, the secret, metrics, worker daemon, stop."""

@@ -19,7 +19,13 @@ from typing import Any
 
 from streaming_app.errors import ConfigError
 from streaming_app.lifecycle.rest_server import warn_open_rest_server
-from streaming_app.lifecycle.spark_secret import hold_secret, secure_conf, verify_resolved
+from streaming_app.lifecycle.spark_secret import (
+    SECRET_KEY,
+    hold_secret,
+    is_placeholder,
+    secure_conf,
+    verify_resolved,
+)
 from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, daemon_module
 from streaming_app.settings.schema import AppConfig
 
@@ -43,8 +49,6 @@ _VOLATILE = frozenset(
         # Set by the app itself in the live conf when a stop begins (dstream/stopping.py
         # `set_graceful_stop_timeout`), so a checkpoint written after it records it.
         "spark.streaming.gracefulStopTimeout",
-        # The run's placeholder of the secret (spark_secret.PLACEHOLDER): new each run.
-        "spark.authenticate.secret",
     }
 )
 
@@ -118,7 +122,14 @@ def changed_settings(recorded: Mapping[str, str], today: Mapping[str, str]) -> l
     Keys only: a value may be a credential.
     """
     keys = (set(recorded) | set(today)) - _VOLATILE
-    return sorted(k for k in keys if recorded.get(k) != today.get(k))
+
+    def same(key: str) -> bool:
+        before, now = recorded.get(key), today.get(key)
+        if key == SECRET_KEY and is_placeholder(before) and is_placeholder(now):
+            return True  # two runs' placeholders (each run has its own): no secret either
+        return before == now
+
+    return sorted(k for k in keys if not same(k))
 
 
 def conf_pairs(java_pairs: Any) -> dict[str, str]:

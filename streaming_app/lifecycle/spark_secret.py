@@ -21,11 +21,12 @@ import stat
 from typing import Any
 
 from streaming_app.errors import ConfigError
-from streaming_app.recovery.secret_scrub import SECRET_KEY
 
 log = logging.getLogger(__name__)
 
 AUTHENTICATE = "spark.authenticate"
+# The setting Spark would write into every DStream checkpoint (tools/secret_scrub.py).
+SECRET_KEY = "spark.authenticate.secret"
 # Spark's own route for the secret (SecurityManager.ENV_AUTH_SECRET).
 ENV_SECRET = "_SPARK_AUTH_SECRET"
 # What the SparkConf (and so every checkpoint) holds instead of the secret: stars, then a

@@ -2,7 +2,7 @@
 is said in one line at start, then scrubbed with `checkpoint scrub`, and no total is lost.
 A scrub killed midway leaves a checkpoint that recovers exactly, and scrub refuses a
 checkpoint a run holds. (Each step a scrub can be killed at, file by file:
-tests/unit/recovery/test_secret_scrub.py.)
+tests/unit/tools/test_secret_scrub.py.)
 
 Commit 897783b is the last that let Spark write `spark.authenticate.secret` into the DStream
 checkpoint; its package is extracted from this repository, as the upgrade tests do.

@@ -83,3 +83,10 @@ def test_changed_settings_names_keys_only_and_skips_what_spark_sets_at_each_star
     changed = changed_settings(recorded, today)
     assert changed == ["spark.authenticate.secret", "spark.metrics.conf.x"]
     assert "old-secret" not in " ".join(changed)
+    # Each run's placeholder is its own: two of them are no change.
+    runs = (
+        {"spark.authenticate.secret": "********-abc"},
+        {"spark.authenticate.secret": "********-xyz"},
+    )
+    assert changed_settings(*runs) == []
+    assert changed_settings({"spark.authenticate.secret": "********"}, runs[0]) == []

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streaming_app.errors import CheckpointError
+from streaming_app.lifecycle.spark_secret import SECRET_KEY
 from streaming_app.recovery.checkpoint_lock import held_alone
 from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 
 log = logging.getLogger(__name__)
 
-SECRET_KEY = "spark.authenticate.secret"
 _TC_STRING = 0x74
 _KEY = bytes([_TC_STRING]) + struct.pack(">H", len(SECRET_KEY)) + SECRET_KEY.encode()
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from streaming_app.errors import CheckpointError
-from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint, scrub_serialized
 from streaming_app.tools.checkpoint_clean import _TEMP as _CLEAN_TEMP
+from streaming_app.tools.secret_scrub import Codec, scrub_checkpoint, scrub_serialized
 
 
 def _string(text: str) -> bytes:
@@ -92,8 +92,8 @@ SPARK_LISTS = re.compile(r"checkpoint-([\d]+)([\w\.]*)")
 # temporary file written and synced, the stale checksum removed, the first rename done.
 _KILLED_AT = """
 import os, signal, sys
-from streaming_app.recovery import secret_scrub
-from streaming_app.recovery.secret_scrub import Codec, scrub_checkpoint
+from streaming_app.tools import secret_scrub
+from streaming_app.tools.secret_scrub import Codec, scrub_checkpoint
 
 step = sys.argv[2]
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
