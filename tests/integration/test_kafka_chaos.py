@@ -268,10 +268,11 @@ def chaos(
 
 
 @pytest.mark.timeout(900)
-def test_kill_9_five_times_while_producing_exact_totals(
+def test_kill_9_four_times_while_producing_exact_totals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, pg_dsn: str, pg_table: str
 ) -> None:
-    chaos(dirs, start_app, kafka_bootstrap, kills=6, seed=2026, pg=(pg_dsn, pg_table))
+    # Each way a kill lands once, after a logged plan twice (CI's time: 27 kills are slow).
+    chaos(dirs, start_app, kafka_bootstrap, kills=4, seed=2026, pg=(pg_dsn, pg_table))
 
 
 @pytest.mark.slow

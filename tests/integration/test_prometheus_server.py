@@ -73,7 +73,9 @@ def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_su
     for expr in dashboard_exprs():
         query = as_grafana_sends(expr, job="streaming-app")
         assert prometheus.api("query", query=query)["result"] is not None, query
-    assert prometheus.value('rate(streaming_app_batches_total{job="streaming-app"}[1m])')
+    # A rate needs two scrapes in its window: the batch counted above may be in the first.
+    rate = 'rate(streaming_app_batches_total{job="streaming-app"}[1m])'
+    prometheus.until(lambda: bool(prometheus.value(rate)), "batches per second above 0", 30)
 
     driver = int(supervisor.wait_for_log(r"started driver pid (\d+) \(start 1\)")[1])
     os.killpg(driver, signal.SIGKILL)

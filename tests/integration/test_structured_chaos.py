@@ -73,10 +73,11 @@ def structured_chaos(
 
 
 @pytest.mark.timeout(900)
-def test_kill_9_five_times_while_producing_exact_totals(
+def test_kill_9_four_times_while_producing_exact_totals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
 ) -> None:
-    structured_chaos(dirs, start_app, kafka_bootstrap, kills=5, seed=2027)
+    # Each way a kill lands once, after a logged plan twice (CI's time: 27 kills are slow).
+    structured_chaos(dirs, start_app, kafka_bootstrap, kills=4, seed=2027)
 
 
 @pytest.mark.slow
