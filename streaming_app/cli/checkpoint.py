@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from streaming_app.cli.exits import fail
+from streaming_app.cli.options import CommandsInFull
 from streaming_app.errors import ConfigError, StreamingAppError
 from streaming_app.recovery.spark_checkpoint import CheckpointProbe, LocalCheckpointFs, NoProbe
 from streaming_app.sources.kafka.offsets import TopicPartition
@@ -91,7 +92,9 @@ def broker_latest_offsets(bootstrap_servers: str, topics: list[str]) -> dict[Top
     raise OSError(f"broker {bootstrap_servers} did not answer within {LAG_TIMEOUT_SECONDS:g} s")
 
 
-@click.group("checkpoint", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    "checkpoint", cls=CommandsInFull, context_settings={"help_option_names": ["-h", "--help"]}
+)
 def checkpoint() -> None:
     """Inspect a checkpoint directory, or clean out what no recovery needs."""
 
@@ -180,10 +183,6 @@ def clean(directory: str, dry_run: bool, as_json: bool, no_verify: bool) -> None
         fail(StreamingAppError(f"could not remove {len(failed)} path(s): {', '.join(failed)}"))
 
 
-if __name__ == "__main__":
-    checkpoint(prog_name="streaming-app checkpoint")
-
-
 @checkpoint.command("scrub")
 @click.argument("directory")
 def scrub(directory: str) -> None:
@@ -216,3 +215,7 @@ def scrub(directory: str) -> None:
         click.echo(f"removed the secret from {len(scrubbed)} file(s): {', '.join(scrubbed)}")
     else:
         click.echo(f"{path}: no checkpoint file holds a secret")
+
+
+if __name__ == "__main__":
+    checkpoint(prog_name="streaming-app checkpoint")

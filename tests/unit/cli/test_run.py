@@ -371,3 +371,17 @@ def test_totals_of_a_malformed_part_is_a_one_line_error(output_dir: Path) -> Non
 
 def test_totals_help_shows_its_env_var() -> None:
     assert "STREAMING_APP_OUTPUT_DIR" in invoke("totals", "--help").stdout
+
+
+def test_the_checkpoint_commands_run_as_a_module_and_list_their_lines_whole() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming_app.cli.checkpoint", "scrub", "--help"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Remove the cluster's secret" in done.stdout
+    listing = invoke("checkpoint", "--help").stdout
+    assert "..." not in listing[listing.index("Commands:") :]
