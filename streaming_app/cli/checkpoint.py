@@ -201,9 +201,12 @@ def scrub(directory: str) -> None:
         if is_structured(fs, path):
             click.echo(f"{path}: a Structured Streaming checkpoint holds no Spark settings")
             return
+        from streaming_app.recovery.checkpoint_lock import held_alone
         from streaming_app.recovery.spark_checkpoint import SparkProbe
         from streaming_app.tools.secret_scrub import Codec, scrub_checkpoint
 
+        with held_alone(path):  # refused at once while a run holds it, before the JVM starts
+            pass
         probe = SparkProbe()
         codec = Codec(probe.decompress, probe.compress, lambda p: bool(probe.check(p).readable))
         scrubbed = scrub_checkpoint(path, codec)
