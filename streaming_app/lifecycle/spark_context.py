@@ -107,7 +107,7 @@ def spark_context(
     sc = SparkContext.getOrCreate(conf)
     if secret is not None:
         try:
-            verify_resolved(sc, secret, config.spark_secret_file)
+            verify_resolved(SparkContext._jvm, secret, config.spark_secret_file)
         except ConfigError:
             sc.stop()
             raise

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 AUTHENTICATE = "spark.authenticate"
 # The setting Spark would write into every DStream checkpoint (tools/secret_scrub.py).
 SECRET_KEY = "spark.authenticate.secret"
+# Where Spark's SecurityManager looks for the secret first: the user's Hadoop credentials,
+# under this key (its SECRET_LOOKUP_KEY; verify_resolved checks it is still this one).
+COOKIE = "sparkCookie"
 # Spark's own route for the secret (SecurityManager.ENV_AUTH_SECRET).
 ENV_SECRET = "_SPARK_AUTH_SECRET"
 # What the SparkConf (and so every checkpoint) holds instead of the secret: stars, then a
@@ -199,24 +202,33 @@ def _kubernetes(conf: Any, secret_file: str | None) -> None:
     return None
 
 
-def verify_resolved(sc: Any, secret: str, secret_file: str | None) -> None:
-    """Compare the secret Spark's SecurityManager resolved with the one held; ConfigError
-    (exit 2) if they differ: a Spark that looks elsewhere first (a renamed credentials key,
-    another order of lookup) would otherwise run on `_SPARK_AUTH_SECRET` or on the
-    placeholder. Neither secret is logged."""
+def verify_resolved(jvm: Any, secret: str, secret_file: str | None) -> None:
+    """Check, once the context has started, that Spark takes the secret held: its first
+    place to look is still the credentials key this module writes (Spark's
+    `SecurityManager.SECRET_LOOKUP_KEY`), and that key still holds this secret (Spark did
+    not put one of its own there). ConfigError (exit 2) if not: the run would otherwise go
+    on with `_SPARK_AUTH_SECRET` or the placeholder. Neither secret is logged. (Py4J
+    cannot call the SparkContext's or SparkEnv's own methods in this PySpark: their
+    reflection loads classes the driver does not have; Hadoop's and this lookup work.)"""
+    where = f"spark_secret_file {secret_file}" if secret_file else "the secret given"
     try:
-        resolved = sc._jsc.sc().env().securityManager().getSecretKey()
-    except Exception:  # a Spark without this chain: say so rather than run unchecked
+        key = str(jvm.org.apache.spark.SecurityManager.SECRET_LOOKUP_KEY().toString())
+        held = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser()
+        found = held.getCredentials().getSecretKey(jvm.org.apache.hadoop.io.Text(COOKIE))
+    except Exception:  # a Spark without this lookup: say so rather than run unchecked
         raise ConfigError(
-            "cannot read the secret Spark resolved (SparkEnv.securityManager().getSecretKey(), "
-            "docs/internals.md): this Spark is not one the app was checked with"
+            "cannot tell where Spark looks for its secret (SecurityManager.SECRET_LOOKUP_KEY,"
+            " docs/internals.md): this Spark is not one the app was checked with"
         ) from None
-    if resolved is None or not hmac.compare_digest(str(resolved).encode(), secret.encode()):
-        where = f"spark_secret_file {secret_file}" if secret_file else "the secret given"
+    if key != COOKIE:
         raise ConfigError(
-            f"the secret Spark resolved is not {where}: this Spark looks for it elsewhere "
-            "first (docs/internals.md, lifecycle/spark_secret.py); the run stops rather than "
-            "use another"
+            f"Spark looks for its secret under {key!r}, not {COOKIE!r}: it would not use "
+            f"{where} (docs/internals.md); the run stops rather than use another"
+        )
+    if found is None or not hmac.compare_digest(bytes(found), secret.encode()):
+        raise ConfigError(
+            f"the secret Spark holds is not {where}: Spark replaced it with one of its own "
+            "(docs/security.md, deploy modes); the run stops rather than use another"
         )
 
 
@@ -227,7 +239,7 @@ def hold_secret(jvm: Any, secret: str) -> None:
     there), so that no SparkConf made later in this JVM picks it up again.
     """
     credentials = jvm.org.apache.hadoop.security.Credentials()
-    credentials.addSecretKey(jvm.org.apache.hadoop.io.Text("sparkCookie"), secret.encode())
+    credentials.addSecretKey(jvm.org.apache.hadoop.io.Text(COOKIE), secret.encode())
     jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().addCredentials(credentials)
     jvm.java.lang.System.clearProperty(SECRET_KEY)
 

@@ -294,33 +294,48 @@ def test_a_standalone_master_takes_the_files_secret_for_the_credentials(tmp_path
     assert conf[SECRET_KEY] == PLACEHOLDER
 
 
-class _Jvm:
-    """The chain verify_resolved walks: sc._jsc.sc().env().securityManager().getSecretKey()."""
+class _Chain:
+    """Any attribute, any call: itself; what verify_resolved reads comes from `answers`."""
 
-    def __init__(self, resolved: str | None) -> None:
-        self.resolved = resolved
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
 
     def __getattr__(self, name: str) -> Any:
-        if name == "getSecretKey":
-            return lambda: self.resolved
-        return lambda: self
+        if name in self.answers:
+            value = self.answers[name]
+            return lambda *_: value
+        return self
+
+    def __call__(self, *args: Any) -> Any:
+        return self
 
 
-class _Sc:
-    def __init__(self, resolved: str | None) -> None:
-        self._jsc = _Jvm(resolved)
+def _jvm(lookup_key: str = "sparkCookie", held: bytes | None = b"s3cr3t-value") -> Any:
+    """A JVM whose SecurityManager looks under `lookup_key`, whose credentials hold `held`."""
+    return _Chain({"toString": lookup_key, "getSecretKey": held})
 
 
-def test_the_secret_spark_resolved_is_compared_with_the_files() -> None:
-    verify_resolved(_Sc("s3cr3t-value"), "s3cr3t-value", "/etc/secret")  # the same: nothing
-    for resolved in (PLACEHOLDER, "the-env-secret", None):
+def test_the_secret_spark_takes_is_checked_after_the_start() -> None:
+    verify_resolved(_jvm(), "s3cr3t-value", "/etc/secret")  # the same: nothing
+    cases = [
+        (_jvm(held=b"one-spark-made"), "the secret Spark holds is not spark_secret_file"),
+        (_jvm(held=None), "the secret Spark holds is not spark_secret_file"),
+        (_jvm(lookup_key="sparkSecret"), "Spark looks for its secret under 'sparkSecret'"),
+    ]
+    for jvm, said in cases:
         with pytest.raises(ConfigError) as caught:
-            verify_resolved(_Sc(resolved), "s3cr3t-value", "/etc/secret")
-        assert str(caught.value).startswith(
-            "the secret Spark resolved is not spark_secret_file /etc/secret:"
-        )
-        assert "s3cr3t-value" not in str(caught.value)
-        assert str(resolved) not in str(caught.value)
+            verify_resolved(jvm, "s3cr3t-value", "/etc/secret")
+        assert said in str(caught.value)
+        assert "s3cr3t-value" not in str(caught.value) and "one-spark" not in str(caught.value)
+
+
+def test_a_spark_without_the_lookup_is_one_line() -> None:
+    class Broken:
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("no such member")
+
+    with pytest.raises(ConfigError, match="cannot tell where Spark looks for its secret"):
+        verify_resolved(Broken(), "s3cr3t-value", "/etc/secret")
 
 
 def test_the_placeholder_is_new_each_run_and_still_reads_as_one() -> None:
