@@ -134,12 +134,6 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
     a secret of the operator's and none was given.
     """
     master = str(conf.get("spark.master", "local"))
-    if master.startswith("local-cluster") and _authenticating(conf, secret_file):
-        raise ConfigError(
-            f"master {master}: Spark's test cluster cannot run with authentication (its "
-            "workers never get the application's secret); use local[N], or a standalone "
-            "cluster started with conf/secure (docs/security.md)"
-        )
     if secret_file and _OWN_SECRET.match(master):
         read_secret_file(secret_file)  # still refused if unsafe: the next master may use it
         for key, value in SECURE_SPARK_CONF.items():
@@ -172,10 +166,6 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
             "file only the service user can read (docs/security.md)"
         )
     return None
-
-
-def _authenticating(conf: Any, secret_file: str | None) -> bool:
-    return bool(secret_file) or str(conf.get(AUTHENTICATE, "false")).strip().lower() == "true"
 
 
 def _kubernetes(conf: Any, secret_file: str | None) -> None:
