@@ -51,10 +51,10 @@ BEHIND = r"the job cannot keep up with its input"
 CAUGHT_UP = r"the job keeps up"
 
 
-def rules_with_short_for(directory: Path) -> Path:
-    """The repository's alert rules with ALERT's `for:` set to FOR_S seconds."""
+def rules_with_short_for(directory: Path, alert: str = ALERT) -> Path:
+    """The repository's alert rules with `alert`'s `for:` set to FOR_S seconds."""
     text = RULES.read_text("utf-8")
-    start = text.index(f"- alert: {ALERT}")
+    start = text.index(f"- alert: {alert}")
     before, rule = text[:start], text[start:]
     rule, count = re.subn(r"for: \S+", f"for: {FOR_S}s", rule, count=1)
     assert count == 1, "the rule has a `for:`"
@@ -181,14 +181,8 @@ def test_a_frozen_jvm_pages_and_fails_healthz_where_a_healthy_start_paged_nothin
         "--checkpoint-interval", "10", "--metrics-port", "0",
     )  # fmt: skip
     port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
-    text = RULES.read_text("utf-8")
-    start = text.index(f"- alert: {alert}")
-    rule, count = re.subn(r"for: \S+", f"for: {FOR_S}s", text[start:], count=1)
-    assert count == 1
-    (tmp_path / "alerts.yml").write_text(text[:start] + rule, "utf-8")
-    prometheus = Prometheus(
-        tmp_path / "prometheus", f"127.0.0.1:{port}", rules=tmp_path / "alerts.yml"
-    )
+    rules = rules_with_short_for(tmp_path, alert)
+    prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", rules=rules)
     try:
         prometheus.wait_ready()
         prometheus.until(
@@ -269,16 +263,12 @@ def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
             "--config", str(postgres_config(tmp_path, server.local_dsn)),
         )  # fmt: skip
         port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
-        text = RULES.read_text("utf-8")
-        start = text.index(f"- alert: {alert}")
-        rule, count = re.subn(r"for: \S+", f"for: {FOR_S}s", text[start:], count=1)
-        assert count == 1
-        (tmp_path / "alerts.yml").write_text(text[:start] + rule, "utf-8")
-        prometheus = Prometheus(
-            tmp_path / "prometheus", f"127.0.0.1:{port}", rules=tmp_path / "alerts.yml"
-        )
+        rules = rules_with_short_for(tmp_path, alert)
+        prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", rules=rules)
         try:
             prometheus.wait_ready()
+            # Files there before the stream starts are not read: wait for it.
+            app.wait_for_log(r"Started new streaming context")
             texts = [make_text(rng, 20)]
             drop_file(dirs["input"], "1.txt", texts[-1].encode())
             wait_for_pg_totals(server.local_dsn, table, truth(texts))
