@@ -94,9 +94,13 @@ class LocalFs:
         except BaseException:
             self.delete(temp)
             raise
-        # The rename itself must survive a power cut too.
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        sync_directory(directory)  # the rename itself must survive a power cut too
+
+
+def sync_directory(directory: str) -> None:
+    """Make the renames in `directory` durable: a crash of the machine keeps them."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -135,9 +135,7 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
     """
     master = str(conf.get("spark.master", "local"))
     if secret_file and _OWN_SECRET.match(master):
-        read_secret_file(secret_file)  # still refused if unsafe: the next master may use it
-        for key, value in SECURE_SPARK_CONF.items():
-            conf.setIfMissing(key, value)
+        _switch_on(conf, secret_file)  # still refused if unsafe: the next master may use it
         log.info(
             "spark_secret_file is not used with master %s: Spark makes a secret of its own "
             "for each application there; authentication and encryption are on with it",
@@ -147,10 +145,7 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
     if master.startswith("k8s://"):
         _kubernetes(conf, secret_file)
         return None
-    secret = read_secret_file(secret_file) if secret_file else None
-    if secret_file:
-        for key, value in SECURE_SPARK_CONF.items():
-            conf.setIfMissing(key, value)
+    secret = _switch_on(conf, secret_file) if secret_file else None
     given = conf.get(SECRET_KEY)
     if not is_placeholder(given):
         secret = secret or given
@@ -173,9 +168,7 @@ def _kubernetes(conf: Any, secret_file: str | None) -> None:
     or makes one of its own; the app's secret file becomes that setting, and nothing is
     put in the credentials (Spark does not look there on Kubernetes)."""
     if secret_file:
-        read_secret_file(secret_file)
-        for key, value in SECURE_SPARK_CONF.items():
-            conf.setIfMissing(key, value)
+        _switch_on(conf, secret_file)
         if all(conf.get(key) is None for key in SECRET_FILE_KEYS):
             conf.set(SECRET_FILE_KEYS[0], secret_file)
         log.info(
@@ -189,7 +182,15 @@ def _kubernetes(conf: Any, secret_file: str | None) -> None:
             "the pods (spark_secret_file), not as a setting: the setting is written into "
             "every DStream checkpoint"
         )
-    return None
+
+
+def _switch_on(conf: Any, secret_file: str) -> str:
+    """The file's secret (ConfigError if the file is unsafe), and the protections the
+    switch turns on set where the user's settings are silent."""
+    secret = read_secret_file(secret_file)
+    for key, value in SECURE_SPARK_CONF.items():
+        conf.setIfMissing(key, value)
+    return secret
 
 
 def verify_resolved(jvm: Any, secret: str, secret_file: str | None) -> None:

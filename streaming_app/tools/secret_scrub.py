@@ -16,6 +16,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streaming_app.common.fs import sync_directory
 from streaming_app.errors import CheckpointError
 from streaming_app.lifecycle.spark_secret import SECRET_KEY
 from streaming_app.recovery.checkpoint_lock import held_alone
@@ -102,16 +103,7 @@ def _scrub(directory: str, codec: Codec) -> list[str]:
         if os.path.exists(crc):
             os.unlink(crc)
         os.replace(temp, path)
-        _sync_directory(directory)
+        sync_directory(directory)
         log.info("scrubbed %s", path)
         scrubbed.append(name)
     return scrubbed
-
-
-def _sync_directory(directory: str) -> None:
-    """Make a rename in `directory` durable (a crash of the machine keeps it)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
