@@ -130,6 +130,13 @@ class App:
         """Everything the process wrote to stderr so far."""
         return self.log_path.read_text("utf-8", errors="replace")
 
+    def metrics_port(self, timeout: float = 90) -> int:
+        """The port of the app's Prometheus endpoint, as it logs it (`--metrics-port 0`)."""
+        logged = self.wait_for_log(
+            r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics", timeout
+        )
+        return int(logged[1])
+
     def wait_for_log(self, pattern: str, timeout: float = 90) -> re.Match[str]:
         """Wait until stderr matches `pattern`; fail with the log if the process dies first."""
         deadline = time.monotonic() + timeout

@@ -89,7 +89,7 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
         *files_args(dirs, "--engine", engine),
         "--batch-interval", "1", "--checkpoint-interval", "10", "--metrics-port", "0",
     )  # fmt: skip
-    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    port = app.metrics_port()
     prometheus = prometheus_for(f"127.0.0.1:{port}")
     prometheus.until(lambda: prometheus.value('up{job="streaming-app"}') == 1, "scraped", 60)
 
@@ -180,7 +180,7 @@ def test_a_frozen_jvm_pages_and_fails_healthz_where_a_healthy_start_paged_nothin
         *files_args(dirs, "--engine", engine), "--batch-interval", "1",
         "--checkpoint-interval", "10", "--metrics-port", "0",
     )  # fmt: skip
-    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    port = app.metrics_port()
     rules = rules_with_short_for(tmp_path, alert)
     prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", rules=rules)
     try:
@@ -262,7 +262,7 @@ def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
             "--sink", "postgres", "--postgres-table", table, "--metrics-port", "0",
             "--config", str(postgres_config(tmp_path, server.local_dsn)),
         )  # fmt: skip
-        port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+        port = app.metrics_port()
         rules = rules_with_short_for(tmp_path, alert)
         prometheus = Prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", rules=rules)
         try:

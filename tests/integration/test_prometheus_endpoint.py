@@ -68,7 +68,7 @@ def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
         "--batch-interval", "2", "--checkpoint-interval", "10", "--snapshot-interval", "10",
         "--metrics-file", str(metrics), "--metrics-port", "0",
     )  # fmt: skip
-    port = int(app.wait_for_log(r"Prometheus metrics at http://127\.0\.0\.1:(\d+)/metrics")[1])
+    port = app.metrics_port()
     app.wait_for_log(STARTED[engine])
     compared = 0
     for n in range(4):
