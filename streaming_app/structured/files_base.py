@@ -5,8 +5,9 @@ reaches the micro-batch before: its newest base and the deltas after it (the cha
 from the names and markers only, `chain_dirs`) are read as text by the executors, the
 micro-batch's changed totals laid over them, the newest line of each key kept. Otherwise
 (the chain starts, broke, or was removed), or when a snapshot reads every total in the same
-micro-batch: every total (totals.py `EveryTotal`, the state of the micro-batch before read
-with Spark's state data source, the changes laid over it), read once for both. Either way
+micro-batch: every total (totals.py `EveryTotal`), read once for both: from the same chain
+where the keys cannot break a line (`chain_reader`), else from the state of the micro-batch
+before, read with Spark's state data source, the changes laid over it. Either way
 the lines, made by Spark itself (totals.py `total_lines`), go straight to part files on
 any Hadoop file system, and no total passes through the driver or Python.
 """
@@ -71,33 +72,57 @@ def chained_lines(spark: SparkSession, dirs: list[str], changes: DataFrame) -> D
     from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
     order = "order"
+    # The directory, not a glob of its parts: Spark warns with a stack trace on a glob
+    # (FileStreamSink.hasMetadata), and skips the markers, whose names start with `_`.
     parts = [
-        spark.read.text(join(path, "part-*")).select(F.lit(i).alias(order), LINE)
-        for i, path in enumerate(dirs)
+        spark.read.text(path).select(F.lit(i).alias(order), LINE) for i, path in enumerate(dirs)
     ]
     parts.append(total_lines(changes).select(F.lit(len(dirs)).alias(order), LINE))
     lines = parts[0]
     for part in parts[1:]:
         lines = lines.unionByName(part)
-    key = F.regexp_extract(F.col(LINE), "^(.*)\t", 1)
+    key = F.regexp_extract(F.col(LINE), "(?s)^(.*)\t", 1)
     newest = lines.groupBy(key.alias("k")).agg(F.max_by(LINE, order).alias(LINE))
     return newest.select(LINE)
 
 
+def chain_reader(
+    fs: FileSystem,
+    output_dir: str,
+    context: str,
+    previous_ms: int,
+    spark: SparkSession,
+    changes: DataFrame,
+) -> Callable[[], DataFrame | None]:
+    """Every total's line after a micro-batch (`chained_lines` of this context's chain up
+    to `previous_ms` and the micro-batch's `changes`), or None where the chain does not
+    reach it; the chain is looked up once however often the reader is called."""
+    found: list[list[str] | None] = []
+
+    def lines() -> DataFrame | None:
+        if not found:
+            found.append(chain_dirs(fs, output_dir, context, previous_ms))
+        dirs = found[0]
+        return None if dirs is None else chained_lines(spark, dirs, changes)
+
+    return lines
+
+
 def base_writer(
-    fs: FileSystem, output_dir: str, context: str, previous_ms: int, every: EveryTotal, read: bool
+    chain: Callable[[], DataFrame | None], every: EveryTotal, read: bool
 ) -> Callable[[str], None]:
-    """write_files' `write_base`: the chain and the changes, else every total of the state.
+    """write_files' `write_base`: the chain and the changes (`chain_reader`), else every
+    total of the state.
 
     read: every total is read this micro-batch anyway (for a snapshot): the base is
-    written from it instead of the chain.
+    written from it (which itself reads the chain where it may, `EveryTotal.lines`).
     """
 
     def write_base(temp: str) -> None:
-        dirs = None if read else chain_dirs(fs, output_dir, context, previous_ms)
-        if dirs is None:
+        lines = None if read else chain()
+        if lines is None:
             total_lines(every.frame()).write.text(temp)
         else:
-            chained_lines(every.spark, dirs, every.changes).write.text(temp)
+            lines.write.text(temp)
 
     return write_base

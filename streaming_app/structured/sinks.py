@@ -10,9 +10,11 @@ files sink a delta or a base, as part files written by the executors (files_sink
 files_base.py), the postgres sink the changed totals, or every total after a gap, staged
 by the executors and merged with the micro-batch's progress row in one transaction
 (postgres_sink.py), the console the DStream engine's line over the totals this
-micro-batch changed, its top N ranked on the executors; then the snapshot, when one is
-due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
-after a gap need, is read once a micro-batch (totals.py `EveryTotal`). The driver receives
+micro-batch changed, its top N ranked on the executors; one job (changes_pass.py) counts
+the changed totals, ranks the top N and writes a local delta; then the snapshot, when
+one is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
+after a gap need, is read once a micro-batch (totals.py `EveryTotal`): from the files
+sink's own chain where its lines can hold every key (`keys_fit_lines`), else from the state. The driver receives
 a count and the top N, never the micro-batch's rows. A recovered query's first
 micro-batch leaves a base and a snapshot that fell due while the app was down to the
 micro-batch after it (`Deferred`): its output goes out sooner. Each sink skips on its own
@@ -27,21 +29,24 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.common.prometheus import count_bad_values
 from streaming_app.errors import CheckpointError
+from streaming_app.settings.rules import DEFAULT_TOKEN_PATTERN
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
 from streaming_app.structured import problems
-from streaming_app.structured.files_base import base_writer
+from streaming_app.structured.changes_pass import ChangesPass
+from streaming_app.structured.files_base import base_writer, chain_reader
 from streaming_app.structured.files_sink import write_files
 from streaming_app.structured.postgres_sink import write_postgres
 from streaming_app.structured.query_log import batch_timestamp, offsets_entry, query_id
 from streaming_app.structured.snapshot_writer import snapshot_due, write_snapshot
 from streaming_app.structured.state_layout import value_type
-from streaming_app.structured.totals import EveryTotal, text_pairs, top_pairs, total_lines
+from streaming_app.structured.totals import EveryTotal, text_pairs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,6 +54,13 @@ if TYPE_CHECKING:
     from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
+
+
+def keys_fit_lines(config: AppConfig) -> bool:
+    """Whether no key can hold a line break, so that the files sink's lines can be read
+    back as every total: the default tokenizer's words can't; a key of a CSV row, or a
+    word of the user's own pattern, may."""
+    return config.job != "keyed-sum" and config.token_pattern == DEFAULT_TOKEN_PATTERN
 
 
 @dataclass
@@ -113,7 +125,6 @@ class BatchSinks:
 
         config = self.config
         spark = changes.sparkSession
-        changed = changes.count()  # of the checkpointed blocks: for the log line
         sc = spark.sparkContext
         checkpoint = HadoopFs(sc, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
@@ -141,16 +152,18 @@ class BatchSinks:
                 batch_ms,
             )
 
+        # The count, the console's top N and a files delta: one job (changes_pass.py).
+        passed = ChangesPass(changes, config.top_n if "console" in config.sinks else 0)
         written = []
         for sink in config.sinks:
-            if sink == "console":
-                best = top_pairs(changes, config.top_n)
-                print_line(datetime.fromtimestamp(batch_ms / 1000), best)
-            elif sink == "files":
+            if sink == "files":
                 assert files is not None
                 fs = HadoopFs(sc, files.output_dir)
-                write_base = base_writer(fs, files.output_dir, context, before, every, snapshot)
-                write_delta = total_lines(changes).write.text  # by the executors
+                chain = chain_reader(fs, files.output_dir, context, before, spark, changes)
+                if keys_fit_lines(config):
+                    every.lines = chain
+                write_base = base_writer(chain, every, snapshot)
+                write_delta = partial(passed.write_delta, fs)
                 kind = write_files(fs, files, batch_ms, before, write_delta, write_base, base)
                 written.append(f"files: {kind}")
             elif sink == "postgres":
@@ -161,13 +174,16 @@ class BatchSinks:
                     config, context, batch_id, batch_ms, rows, offset, every.text_pairs
                 )
                 written.append(f"postgres: {done}")
+        found = passed.result()
+        if "console" in config.sinks:
+            print_line(datetime.fromtimestamp(batch_ms / 1000), found.top)
         if snapshot:
             write_snapshot(spark, config, batch_id, batch_ms, every.frame)
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
             batch_id,
             batch_ms,
-            changed,
+            found.changed,
             "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,
         )

@@ -2,11 +2,15 @@
 files sink's lines are byte for byte, a snapshot's JSON lines the same JSON as, what the
 Python formatters write of the exact pairs, for awkward keys and decimals alike; a base laid
 from a chain of output directories keeps each key's newest line; an empty frame still
-writes a directory both readers take; a sum beyond 38 digits stays exact.
+writes a directory both readers take; a sum beyond 38 digits stays exact; the lines read back
+are the totals; one pass over the changed totals counts them, ranks the top N as the
+driver's sort would, and writes the lines the Spark writer writes.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,11 +20,14 @@ import pytest
 
 from streaming_app.recovery.snapshots import format_line, parse_line
 from streaming_app.sinks.files_layout import format_total
+from streaming_app.structured.changes_pass import run_pass
 from streaming_app.structured.files_base import chained_lines
 from streaming_app.structured.state_layout import exact
 from streaming_app.structured.totals import (
+    LINE,
     count_and_sum,
     exact_pair,
+    line_totals,
     snapshot_lines,
     total_lines,
 )
@@ -51,6 +58,7 @@ DECIMALS = [
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Arrow in the Python workers
     session = (
         SparkSession.builder.master("local[2]")
         .appName("test-structured-lines")
@@ -115,11 +123,14 @@ def test_a_chained_base_keeps_each_keys_newest_line(spark: Any, tmp_path: Path) 
         (directory / "part-00001").write_text("")
         return str(directory)
 
-    base = part("base", ["a\t1", "b\t2", "tab\tkey\t3", "gone\t9"])
+    # \u2028 and \x85 end a line for Java's `.`, not for Hadoop's line reader.
+    base = part("base", ["a\t1", "b\t2", "tab\tkey\t3", "gone\t9", "x\u2028\t1", "y\x85\t2"])
     delta = part("delta", ["a\t4", "tab\tkey\t5"])
     changes = _frame(spark, [("b", 6), ("tab\tkey", 8), ("new", 1)], "bigint")
     lines = _lines(chained_lines(spark, [base, delta], changes))
-    assert lines == sorted(["a\t4", "b\t6", "tab\tkey\t8", "gone\t9", "new\t1"])
+    assert lines == sorted(
+        ["a\t4", "b\t6", "tab\tkey\t8", "gone\t9", "new\t1", "x\u2028\t1", "y\x85\t2"]
+    )
 
 
 def test_a_sum_beyond_38_digits_stays_exact(spark: Any) -> None:
@@ -130,3 +141,48 @@ def test_a_sum_beyond_38_digits_stays_exact(spark: Any) -> None:
     assert words == 20
     assert total == exact(big * 20)
     assert count_and_sum(_frame(spark, [("a", 2), ("b", 3)], "bigint")) == (2, 5)
+
+
+TYPES = [
+    ("bigint", [0, 1, 42, 2**62, 7, 123456789, 3, 10]),
+    ("decimal(38,10)", DECIMALS),
+]
+
+
+@pytest.mark.parametrize(("value_type", "values"), TYPES)
+def test_lines_read_back_are_the_totals(spark: Any, value_type: str, values: list[Any]) -> None:
+    # The keys a line can hold (a line break would split it: sinks.py keys_fit_lines).
+    rows = list(zip(KEYS, values, strict=True))
+    frame = _frame(spark, rows, value_type)
+    back = line_totals(total_lines(frame), frame.schema["total"].dataType)
+    assert back.schema == frame.schema
+    assert sorted(exact_pair(row) for row in back.collect()) == sorted(
+        exact_pair(row) for row in rows
+    )
+
+
+@pytest.mark.parametrize(("value_type", "values"), TYPES)
+def test_one_pass_counts_ranks_and_writes_the_changed_totals(
+    spark: Any, tmp_path: Path, value_type: str, values: list[Any]
+) -> None:
+    # Ties on the total rank by key; more partitions than rows: some are empty.
+    rows = [*zip(KEYS, values, strict=True), ("tie-b", values[3]), ("tie-a", values[3])]
+    frame = spark.createDataFrame(rows, f"key string, total {value_type}").repartition(16)
+    pairs = [exact_pair(row) for row in rows]
+    expected = sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
+    for n in (0, 1, 3, 20):
+        found = run_pass(frame, n, None)
+        assert found.changed == len(rows)
+        assert found.top == expected[:n]
+    out = tmp_path / "delta"
+    out.mkdir()
+    found = run_pass(frame, 2, str(out))
+    assert (found.changed, found.top) == (len(rows), expected[:2])
+    written = sorted(
+        line  # split at "\n" only: a key may hold \u2028, which splitlines() splits at
+        for part in out.glob("part-*")
+        for line in part.read_text(encoding="utf-8").split("\n")[:-1]
+    )
+    assert written == _lines(total_lines(frame))
+    assert not [name for name in os.listdir(out) if name.startswith(".")]  # no temp left
+    assert sorted(row[LINE] for row in spark.read.text(str(out)).collect()) == written
