@@ -1,8 +1,10 @@
-"""A StreamingListener that turns Spark's streaming events into the app's own log lines."""
+"""A StreamingListener that turns Spark's streaming events into the app's own log lines,
+metrics records, and the endpoint's counts of failed batches and missing checkpoints."""
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from pyspark.streaming.listener import StreamingListener
@@ -11,6 +13,8 @@ from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
 from streaming_app.common.prometheus import PartitionPosition, failed
+from streaming_app.dstream.checkpoint_watch import CheckpointWatch
+from streaming_app.recovery.guard import filesystem_for
 from streaming_app.settings.schema import AppConfig
 from streaming_app.state.figures import state_figures
 
@@ -37,12 +41,17 @@ class LoggingListener(StreamingListener):
     """Logs receiver errors as one-line warnings; hands each completed batch to metrics."""
 
     def __init__(
-        self, recorder: MetricsRecorder | None = None, source: str = "", batch_ms: int = 0
+        self,
+        recorder: MetricsRecorder | None = None,
+        source: str = "",
+        batch_ms: int = 0,
+        checkpoints: CheckpointWatch | None = None,
     ) -> None:
         super().__init__()
         self.recorder = recorder
         self.source = source
         self.batch_ms = batch_ms
+        self.checkpoints = checkpoints
 
     @classmethod
     def for_config(cls, config: AppConfig, replay_until_ms: int | None = None) -> LoggingListener:
@@ -53,7 +62,11 @@ class LoggingListener(StreamingListener):
         """
         recorder = MetricsRecorder(config.metrics_file, config.progress)
         recorder.replay_until_ms = replay_until_ms
-        return cls(recorder, config.source, config.batch_ms)
+        fs = filesystem_for(config.checkpoint_dir)
+        checkpoints = CheckpointWatch(
+            partial(fs.list_names, config.checkpoint_dir), config.batch_ms
+        )
+        return cls(recorder, config.source, config.batch_ms, checkpoints)
 
     def onReceiverStarted(self, receiverStarted: Any) -> None:  # noqa: N802, N803 (Spark API)
         """A receiver (the socket source) started."""
@@ -83,11 +96,14 @@ class LoggingListener(StreamingListener):
             log.warning("a receiver reported an error; Spark keeps retrying")
 
     def onBatchCompleted(self, batchCompleted: Any) -> None:  # noqa: N802, N803
-        """A batch finished all its output operations: record its metrics."""
+        """A batch finished all its output operations: record its metrics; count it if
+        Spark's checkpoints fell behind (checkpoint_watch.py)."""
         if self.recorder is None:
             return
         try:
             record = self._record(batchCompleted.batchInfo())
+            if self.checkpoints is not None:
+                self.checkpoints.after_batch(record.batch_time_ms)
             partitions = self._positions(record.batch_time_ms)
         except Exception:
             log.debug("could not describe completed batch", exc_info=True)
