@@ -14,12 +14,12 @@ micro-batch changed, its top N ranked on the executors; one job (changes_pass.py
 the changed totals, ranks the top N and writes a local delta; then the snapshot, when
 one is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
 after a gap need, is read once a micro-batch (totals.py `EveryTotal`): from the files
-sink's own chain where its lines can hold every key (`keys_fit_lines`), else from the state. The driver receives
-a count and the top N, never the micro-batch's rows. A recovered query's first
-micro-batch leaves a base and a snapshot that fell due while the app was down to the
-micro-batch after it (`Deferred`): its output goes out sooner. Each sink skips on its own
-what it wrote before a restart. What the sources skipped or repaired is warned of from
-the query's problem accumulator (problems.py).
+sink's own chain where its lines can hold every key (`keys_fit_lines`), else from the
+state. The driver receives a count and the top N, never the micro-batch's rows. A
+recovered query's first micro-batch leaves a base and a snapshot that fell due while the
+app was down to the micro-batch after it (`Deferred`): its output goes out sooner. Each
+sink skips on its own what it wrote before a restart. What the sources skipped or
+repaired is warned of from the query's problem accumulator (problems.py).
 """
 
 from __future__ import annotations
