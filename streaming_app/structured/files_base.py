@@ -5,9 +5,10 @@ reaches the micro-batch before: its newest base and the deltas after it (the cha
 from the names and markers only, `chain_dirs`) are read as text by the executors, the
 micro-batch's changed totals laid over them, the newest line of each key kept. Otherwise
 (the chain starts, broke, or was removed), or when a snapshot reads every total in the same
-micro-batch: every total (totals.py `EveryTotal`), read once for both: from the same chain
-where the keys cannot break a line (`chain_reader`), else from the state of the micro-batch
-before, read with Spark's state data source, the changes laid over it. Either way
+micro-batch: every total (totals.py `EveryTotal`, the state of the micro-batch before read
+with Spark's state data source, the changes laid over it), read once for both. (Every total
+read back from the chain instead cost as much in the app: 3.5-3.8 s a micro-batch against
+2.7-3.5 s, docs/benchmarks.md.) Either way
 the lines, made by Spark itself (totals.py `total_lines`), go straight to part files on
 any Hadoop file system, and no total passes through the driver or Python.
 """
@@ -115,7 +116,7 @@ def base_writer(
     total of the state.
 
     read: every total is read this micro-batch anyway (for a snapshot): the base is
-    written from it (which itself reads the chain where it may, `EveryTotal.lines`).
+    written from it.
     """
 
     def write_base(temp: str) -> None:

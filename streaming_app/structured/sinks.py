@@ -7,19 +7,18 @@ where they are (`localCheckpoint`, the executors' blocks), so that every sink an
 total read them without running the micro-batch again; the micro-batch's time is its
 timestamp in the offsets log, the same on a replay. Then each configured sink writes: the
 files sink a delta or a base, as part files written by the executors (files_sink.py,
-files_base.py), the postgres sink the changed totals, or every total after a gap, staged
-by the executors and merged with the micro-batch's progress row in one transaction
-(postgres_sink.py), the console the DStream engine's line over the totals this
-micro-batch changed, its top N ranked on the executors; one job (changes_pass.py) counts
-the changed totals, ranks the top N and writes a local delta; then the snapshot, when
-one is due (snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink
-after a gap need, is read once a micro-batch (totals.py `EveryTotal`): from the files
-sink's own chain where its lines can hold every key (`keys_fit_lines`), else from the
-state. The driver receives a count and the top N, never the micro-batch's rows. A
-recovered query's first micro-batch leaves a base and a snapshot that fell due while the
-app was down to the micro-batch after it (`Deferred`): its output goes out sooner. Each
-sink skips on its own what it wrote before a restart. What the sources skipped or
-repaired is warned of from the query's problem accumulator (problems.py).
+files_base.py), the postgres sink the changed totals, or every total after a gap, staged by
+the executors and merged with the micro-batch's progress row in one transaction
+(postgres_sink.py), the console the DStream engine's line over the totals this micro-batch
+changed, its top N ranked on the executors; one job (changes_pass.py) counts the changed
+totals, ranks the top N and writes a local delta; then the snapshot, when one is due
+(snapshot_writer.py). Every total, which a base, a snapshot and the postgres sink after a
+gap need, is read once a micro-batch (totals.py `EveryTotal`). The driver receives a count
+and the top N, never the micro-batch's rows. A recovered query's first micro-batch leaves a
+base and a snapshot that fell due while the app was down to the micro-batch after it
+(`Deferred`): its output goes out sooner. Each sink skips on its own what it wrote before a
+restart. What the sources skipped or repaired is warned of from the query's problem
+accumulator (problems.py).
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.common.prometheus import count_bad_values
 from streaming_app.errors import CheckpointError
-from streaming_app.settings.rules import DEFAULT_TOKEN_PATTERN
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
 from streaming_app.structured import problems
@@ -54,13 +52,6 @@ if TYPE_CHECKING:
     from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
-
-
-def keys_fit_lines(config: AppConfig) -> bool:
-    """Whether no key can hold a line break, so that the files sink's lines can be read
-    back as every total: the default tokenizer's words can't; a key of a CSV row, or a
-    word of the user's own pattern, may."""
-    return config.job != "keyed-sum" and config.token_pattern == DEFAULT_TOKEN_PATTERN
 
 
 @dataclass
@@ -160,8 +151,6 @@ class BatchSinks:
                 assert files is not None
                 fs = HadoopFs(sc, files.output_dir)
                 chain = chain_reader(fs, files.output_dir, context, before, spark, changes)
-                if keys_fit_lines(config):
-                    every.lines = chain
                 write_base = base_writer(chain, every, snapshot)
                 write_delta = partial(passed.write_delta, fs)
                 kind = write_files(fs, files, batch_ms, before, write_delta, write_base, base)

@@ -68,9 +68,7 @@ class EveryTotal:
 
     A files base, a snapshot and the postgres sink after a gap each need every total;
     `frame` reads them (every_total, on the executors) into a cached frame the first time
-    it is called, and `release` drops that cache at the micro-batch's end. `lines`, set
-    by the files sink where the keys cannot break a line (files_base.py `chain_reader`):
-    every total's line from its output, None where it has not all of them. `changes` is
+    it is called, and `release` drops that cache at the micro-batch's end. `changes` is
     the micro-batch's changed totals, checkpointed on the executors (sinks.py), so that a
     plan may read it twice without running the micro-batch again.
     """
@@ -82,22 +80,14 @@ class EveryTotal:
         self.checkpoint = checkpoint
         self.batch_id = batch_id
         self.changes = changes
-        self.lines: Callable[[], DataFrame | None] | None = None
         self._frame: DataFrame | None = None
 
     def frame(self) -> DataFrame:
-        """Every total as a frame of (key, total), cached until `release`: read back from
-        `lines` (every total's line in the files sink's chain) where it has them, which
-        costs a third of reading the state store (docs/benchmarks.md), else from the
-        state."""
+        """Every total as a frame of (key, total), cached until `release`."""
         if self._frame is None:
-            lines = None if self.lines is None else self.lines()
-            if lines is not None:
-                frame = line_totals(lines, self.changes.schema[TOTAL].dataType)
-            else:
-                frame = every_total(
-                    self.spark, self.checkpoint, self.batch_id, self.changes, self._keys
-                )
+            frame = every_total(
+                self.spark, self.checkpoint, self.batch_id, self.changes, self._keys
+            )
             # One part per state partition, as the state has (the union doubles them).
             parts = max(self.changes.rdd.getNumPartitions(), 1)
             self._frame = frame.coalesce(parts).persist()
@@ -184,16 +174,6 @@ def total_line() -> Column:
     from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
     return F.concat(F.col(KEY), F.lit("\t"), total_text(F.col(TOTAL)))
-
-
-def line_totals(lines: DataFrame, total_type: Any) -> DataFrame:
-    """The files sink's lines read back as (key, total): the key is what a line has
-    before its last tab, the total what follows it, as `total_type` (the state's)."""
-    from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
-
-    key = F.regexp_extract(F.col(LINE), "(?s)^(.*)\t", 1)
-    total = F.regexp_extract(F.col(LINE), "\t([^\t]*)$", 1).cast(total_type)
-    return lines.select(key.alias(KEY), total.alias(TOTAL))
 
 
 def count_and_sum(frame: DataFrame) -> tuple[int, Any]:
