@@ -10,6 +10,13 @@ Two costs of the stock daemon go away:
   every object those imports created (about 30 ms a task). `gc.freeze()` moves them
   out of the collector's reach, so a collection walks only what the task left.
 
+The daemon holds no cluster secret: an executor's environment carries Spark's
+`_SPARK_AUTH_SECRET` (its worker puts it there), which every forked worker, and so any
+task's code or dependency, would inherit. Started with it, the daemon runs itself again
+without it (`os.execve`: the environment a process was started with stays readable in
+`/proc/<pid>/environ` after an `unsetenv`, and so in every fork). The Python workers never
+need it: PySpark authenticates them to their executor with a token of its own.
+
 Nothing imported here starts a thread: the daemon must not have any when it forks.
 Arrow and pandas do (numpy's BLAS pool, Arrow's jemalloc), so a structured engine's
 worker imports them after its fork, in its first task, which then calls `freeze_once`.
@@ -20,6 +27,8 @@ from __future__ import annotations
 import gc
 import os
 import sys
+
+from streaming_app.lifecycle.spark_secret import ENV_SECRET
 
 DAEMON_MODULE = "spark.python.daemon.module"
 PRELOADED = "streaming_app.lifecycle.worker_daemon"
@@ -33,6 +42,14 @@ def daemon_module(master: str) -> str:
     executors may have the app only in the --py-files zip, which a worker adds to its
     path but a daemon could not import."""
     return PRELOADED if master.startswith("local") else STOCK
+
+
+def without_secret(environ: dict[str, str]) -> dict[str, str] | None:
+    """The environment to start the daemon in again, without Spark's secret; None if it
+    holds none."""
+    if ENV_SECRET not in environ:
+        return None
+    return {key: value for key, value in environ.items() if key != ENV_SECRET}
 
 
 def preload() -> None:
@@ -74,6 +91,9 @@ def freeze_once() -> None:
 if __name__ == "__main__":
     from pyspark import daemon
 
+    clean = without_secret(dict(os.environ))
+    if clean is not None:  # the same process (its pipes to the executor), a new environment
+        os.execve(sys.executable, [sys.executable, "-m", PRELOADED, *sys.argv[1:]], clean)
     preload()
     if threads() > 1:  # a PySpark whose worker module starts a thread: fork from the stock one
         print("worker daemon: a preloaded import started a thread; using pyspark.daemon",

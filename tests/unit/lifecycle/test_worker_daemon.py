@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from typing import Any
+
+from streaming_app.lifecycle.worker_daemon import without_secret
 
 
 def in_new_python(code: str) -> str:
@@ -47,3 +51,39 @@ def test_the_old_name_of_the_daemon_still_starts_it() -> None:
         "print(called, gc.get_freeze_count() > 0)"
     )
     assert in_new_python(code) == "['manager'] True"
+
+
+def test_the_daemons_workers_hold_no_cluster_secret(tmp_path: Any) -> None:
+    # A real local Spark whose executor environment has Spark's secret, as a standalone
+    # worker gives it to its executors: a task reads its worker's environment both ways.
+    code = (
+        "import os\n"
+        "os.environ['_SPARK_AUTH_SECRET'] = 'the-cluster-secret-42'\n"
+        "from pyspark import SparkConf, SparkContext\n"
+        "conf = SparkConf().setMaster('local[1]').setAppName('daemon-secret')\n"
+        "conf.set('spark.python.daemon.module', 'streaming_app.lifecycle.worker_daemon')\n"
+        "conf.set('spark.ui.enabled', 'false').set('spark.driver.host', '127.0.0.1')\n"
+        "sc = SparkContext(conf=conf)\n"
+        "def look(_):\n"
+        "    import os\n"
+        "    with open('/proc/self/environ', 'rb') as f:\n"
+        "        raw = f.read()\n"
+        "    with open(f'/proc/{os.getppid()}/environ', 'rb') as f:\n"
+        "        daemon = f.read()\n"
+        "    return (os.environ.get('_SPARK_AUTH_SECRET'), b'the-cluster-secret-42' in raw,\n"
+        "            b'the-cluster-secret-42' in daemon, 'worker_daemon' in open(\n"
+        "            f'/proc/{os.getppid()}/cmdline').read())\n"
+        "print(sc.parallelize([0, 1], 2).map(look).collect())\n"
+        "sc.stop()\n"
+    )
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == str([(None, False, False, True)] * 2)
+
+
+def test_the_environment_to_start_again_in_drops_the_secret_only() -> None:
+    assert without_secret({"PATH": "/bin"}) is None
+    assert without_secret({"PATH": "/bin", "_SPARK_AUTH_SECRET": "s"}) == {"PATH": "/bin"}
