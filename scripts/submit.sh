@@ -2,10 +2,17 @@
 # Run streaming-app with spark-submit (client mode) against any master.
 # Usage: scripts/submit.sh [spark-submit options, e.g. --master spark://HOST:7077] \
 #            [-- streaming-app run options, e.g. --config conf/cluster.ini]
-# Builds dist/streaming_app-pyfiles.zip (the package plus its pure-Python dependencies that
-# executors import: kafka-python, and psycopg, which loads the worker's libpq unless its
-# Python has psycopg[binary]) and ships it with --py-files. Python apps cannot use standalone
-# cluster deploy mode, so the driver runs here; supervise it from outside.
+# The executors get the app's code one of two ways (STREAMING_APP_CODE):
+#   zip        build dist/streaming_app-pyfiles.zip (the package plus its pure-Python
+#              dependencies that executors import: kafka-python, and psycopg, which loads
+#              the worker's libpq unless its Python has psycopg[binary]) and ship it with
+#              --py-files: the driver's file server hands it to any host that asks;
+#   installed  the workers' Python (PYSPARK_PYTHON) has the app installed: nothing is
+#              shipped, and the executors fork their workers from the app's daemon.
+# The default: installed on a secured cluster (STREAMING_APP_SPARK_SECRET_FILE set, or
+# spark.authenticate true in $SPARK_CONF_DIR/spark-defaults.conf), zip otherwise.
+# Python apps cannot use standalone cluster deploy mode, so the driver runs here;
+# supervise it from outside.
 # A secured cluster (docs/security.md): SPARK_CONF_DIR=conf/secure and
 # STREAMING_APP_SPARK_SECRET_FILE=FILE (mode 600) here as on the master and workers.
 set -euo pipefail
@@ -18,6 +25,24 @@ submit_args=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do submit_args+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 
+export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
+secured() {
+    [ -n "${STREAMING_APP_SPARK_SECRET_FILE:-}" ] && return 0
+    grep -Eqs '^[[:space:]]*spark\.authenticate[[:space:]=]+true[[:space:]]*$' \
+        "$SPARK_CONF_DIR/spark-defaults.conf"
+}
+code="${STREAMING_APP_CODE:-}"
+if [ -z "$code" ]; then
+    if secured; then code=installed; else code=zip; fi
+fi
+ship=()
+case "$code" in
+installed)
+    # Nothing for the driver's file server to hand out; the workers' Python has the app.
+    ship=(--conf spark.python.daemon.module=streaming_app.lifecycle.worker_daemon)
+    echo "==> the executors import the app installed in their Python (STREAMING_APP_CODE=installed); nothing shipped" >&2
+    ;;
+zip)
 mkdir -p "$ROOT/dist"
 zip_path="$ROOT/dist/streaming_app-pyfiles.zip"
 python - "$ROOT" "$zip_path" <<'PY'
@@ -43,12 +68,18 @@ with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
                     archive.write(path, os.path.relpath(path, base))
 os.replace(tmp, target)
 PY
-echo "==> built $zip_path" >&2
+echo "==> built $zip_path, shipped with --py-files (STREAMING_APP_CODE=zip)" >&2
+ship=(--py-files "$zip_path")
+    ;;
+*)
+    echo "error: STREAMING_APP_CODE must be zip or installed, not '$code'" >&2
+    exit 2
+    ;;
+esac
 
 # Executors and the driver run the virtualenv's Python unless told otherwise; on a
 # real cluster set PYSPARK_PYTHON to a Python of the same minor version on the workers.
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$VENV/bin/python}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$VENV/bin/python}"
-export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
-exec spark-submit --name streaming-app --py-files "$zip_path" \
+exec spark-submit --name streaming-app ${ship[@]+"${ship[@]}"} \
     ${submit_args[@]+"${submit_args[@]}"} "$ROOT/scripts/spark_main.py" run "$@"

@@ -198,3 +198,15 @@ def test_test_script_refuses_a_worker_count_that_is_not_a_number() -> None:
     assert result.stderr.strip() == (
         "error: STREAMING_APP_TEST_WORKERS must be a whole number (0: one process), not 'two'"
     )
+
+
+def test_submit_refuses_an_unknown_way_to_ship_the_code(tmp_path: Path) -> None:
+    env = {**script_env(), "STREAMING_APP_CODE": "egg", "SPARK_CONF_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "submit.sh"), "--master", "local[1]"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: STREAMING_APP_CODE must be zip or installed, not 'egg'"
+    )
