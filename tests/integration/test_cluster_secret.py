@@ -165,3 +165,61 @@ def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere
     left += sorted(tmp_path.glob("submit*.log"))
     assert find_secrets(left, [first, second]) == []
     assert os.listdir(dirs["checkpoint"])  # the scan had something to read
+
+
+def test_each_way_the_secret_reaches_the_driver_works_on_its_own(
+    dirs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    started: list[object],
+) -> None:
+    # The daemons hold the secret from a file through conf/secure's spark-env.sh. The
+    # driver gets it one way at a time, with a conf directory that has no spark-env.sh and
+    # no secret in its spark-defaults.conf: the file alone (no _SPARK_AUTH_SECRET in its
+    # environment), then Spark's variable alone (no file). A way that did not reach Spark
+    # would leave it the placeholder, which the master refuses (test_secret_errors.py).
+    # (spark-defaults.conf alone: the first run of the test above.)
+    secret = f"alone-{secrets.token_hex(16)}"
+    confs = tmp_path / "confs"
+    secret_path = secret_file(tmp_path / "spark-secret", secret)
+    daemons = secure_conf_dir(confs / "daemons", None)
+    driver = secure_conf_dir(confs / "driver", None)
+    (driver / "spark-env.sh").unlink()
+    cluster = SecureCluster(
+        tmp_path / "cluster", daemons, {"STREAMING_APP_SPARK_SECRET_FILE": str(secret_path)}
+    )
+    started.append(cluster)
+    cluster.start()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(driver))
+    monkeypatch.delenv("_SPARK_AUTH_SECRET", raising=False)
+    rng = random.Random(45)
+    texts: list[str] = []
+    submit_args = [
+        "--master", cluster.master_url,
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.driver.bindAddress=127.0.0.1",
+        "--executor-memory", "512m",
+    ]  # fmt: skip
+    run_args = files_args(
+        dirs, "--allow-local-checkpoint", "--batch-interval", "2", "--stop-timeout", "90"
+    )
+    ways = {
+        "file": (["--spark-secret-file", str(secret_path)], {}),
+        "environment": ([], {"_SPARK_AUTH_SECRET": secret}),
+    }
+    with cluster.logs_on_failure():
+        for number, (way, (extra, env)) in enumerate(ways.items()):
+            app = SubmittedApp(submit_args, [*run_args, *extra], tmp_path, f"{way}", env=env)
+            started.append(app)
+            app.wait_for_log(r"(Started new|Recovered) streaming context", timeout=180)
+            texts.append(make_text(rng, 20))
+            drop_file(dirs["input"], f"{number}-{way}.txt", texts[-1].encode())
+            wait_for_totals(dirs["output"], truth(texts), app, timeout=180)
+            (registered,) = cluster.master_json()["activeapps"]
+            assert app.terminate() == 0, app.log()[-4000:]
+            stderr = [p.read_text() for p in (cluster.work_dir / registered["id"]).glob("*/stderr")]
+            assert any("Finished task" in text for text in stderr), (way, cluster.logs())
+            wait_until(lambda: not cluster.master_json()["activeapps"], "the app left the master")
+    assert totals_command(dirs["output"]) == truth(texts)
+    assert find_secrets([dirs["checkpoint"], *sorted(tmp_path.glob("*.log"))], [secret]) == []
