@@ -24,13 +24,23 @@ import secrets
 import socket
 import struct
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from streaming_app.errors import ConfigError
-from streaming_app.sources.kafka.tls import TLS_PROTOCOLS, client_context
+from streaming_app.sources.kafka.tls import TLS_PROTOCOLS, TlsSettings, client_context
 
-if TYPE_CHECKING:
-    from streaming_app.sources.kafka.client import KafkaConnection
+
+class SaslSettings(TlsSettings, Protocol):
+    """What the SASL check reads of a connection (client.py's KafkaConnection has it all;
+    named here so that this module does not import the client that imports it)."""
+
+    @property
+    def sasl_mechanism(self) -> str | None: ...
+    @property
+    def sasl_plain_username(self) -> str | None: ...
+    @property
+    def sasl_plain_password(self) -> str | None: ...
+
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -151,7 +161,7 @@ def scram_exchange(
         raise ScramServerError("its final signature does not match the user's credential")
 
 
-def _login(exchange: _Exchange, connection: KafkaConnection) -> None:
+def _login(exchange: _Exchange, connection: SaslSettings) -> None:
     mechanism = (connection.sasl_mechanism or "").upper()
     user, password = connection.sasl_plain_username or "", connection.sasl_plain_password or ""
     exchange.handshake(mechanism)
@@ -162,7 +172,7 @@ def _login(exchange: _Exchange, connection: KafkaConnection) -> None:
 
 
 def check_sasl_credentials(
-    connection: KafkaConnection, servers: Iterable[tuple[str, int]], timeout: float = 5.0
+    connection: SaslSettings, servers: Iterable[tuple[str, int]], timeout: float = 5.0
 ) -> None:
     """Raise ConfigError (exit 2) if the first bootstrap server that answers refuses the
     SASL user and password, or the mechanism; nothing to check without SASL."""
@@ -191,7 +201,7 @@ def check_sasl_credentials(
             continue  # not up, or an exchange this check does not follow: kafka-python's
 
 
-def _refusal(connection: KafkaConnection, server: str, refused: _RefusedError) -> ConfigError:
+def _refusal(connection: SaslSettings, server: str, refused: _RefusedError) -> ConfigError:
     mechanism = (connection.sasl_mechanism or "").upper()
     if refused.code == UNSUPPORTED_SASL_MECHANISM:
         return ConfigError(

@@ -16,17 +16,34 @@ from __future__ import annotations
 import socket
 import ssl
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from streaming_app.errors import ConfigError
-
-if TYPE_CHECKING:
-    from streaming_app.sources.kafka.client import KafkaConnection
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 # OpenSSL's verify codes for a certificate that is valid but names another host.
 _NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 _ENCRYPTED_MARKERS = (b"ENCRYPTED PRIVATE KEY", b"Proc-Type: 4,ENCRYPTED")
+
+
+class TlsSettings(Protocol):
+    """What the TLS checks read of a connection (client.py's KafkaConnection has it all;
+    named here so that this module does not import the client that imports it)."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+    @property
+    def security_protocol(self) -> str: ...
+    @property
+    def ssl_cafile(self) -> str | None: ...
+    @property
+    def ssl_certfile(self) -> str | None: ...
+    @property
+    def ssl_keyfile(self) -> str | None: ...
+    @property
+    def ssl_password(self) -> str | None: ...
+    @property
+    def ssl_check_hostname(self) -> bool: ...
 
 
 class _NoPasswordError(Exception):
@@ -49,7 +66,7 @@ def _reason(exc: ssl.SSLError) -> str:
     return str(exc.reason or "not PEM")
 
 
-def check_tls_files(connection: KafkaConnection) -> None:
+def check_tls_files(connection: TlsSettings) -> None:
     """Raise ConfigError (exit 2) unless the CA, certificate and key load as kafka-python
     will load them, the key with ssl_password; nothing to check without TLS."""
     if connection.security_protocol.upper() not in TLS_PROTOCOLS:
@@ -103,7 +120,7 @@ def _check_client_pair(certfile: str, keyfile: str | None, password: str | None)
         raise ConfigError(f"{key_key} {key_path}: no private key in it ({_reason(exc)})") from None
 
 
-def client_context(connection: KafkaConnection) -> ssl.SSLContext:
+def client_context(connection: TlsSettings) -> ssl.SSLContext:
     """The SSL context kafka-python 3 builds from these settings (kafka/net/transport.py)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -120,7 +137,7 @@ def client_context(connection: KafkaConnection) -> ssl.SSLContext:
 
 
 def check_broker_certificate(
-    connection: KafkaConnection, servers: Iterable[tuple[str, int]], timeout: float = 5.0
+    connection: TlsSettings, servers: Iterable[tuple[str, int]], timeout: float = 5.0
 ) -> None:
     """Raise ConfigError (exit 2) if the first bootstrap server that answers TLS shows a
     certificate that ssl_cafile does not verify or that does not name its host.
@@ -145,7 +162,7 @@ def check_broker_certificate(
 
 
 def _certificate_error(
-    connection: KafkaConnection, server: str, host: str, exc: ssl.SSLCertVerificationError
+    connection: TlsSettings, server: str, host: str, exc: ssl.SSLCertVerificationError
 ) -> ConfigError:
     reason = (exc.verify_message or _reason(exc)).rstrip(".")
     if exc.verify_code in _NAME_MISMATCH:
