@@ -1,4 +1,4 @@
-"""The `checkpoint` command group: `inspect` and `clean` a checkpoint directory."""
+"""The `checkpoint` command group: `inspect`, `clean` and `scrub` a checkpoint directory."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from streaming_app.cli.exits import fail
 from streaming_app.cli.options import CommandsInFull
+from streaming_app.common.fs import local_path
 from streaming_app.errors import ConfigError, StreamingAppError
 from streaming_app.recovery.spark_checkpoint import CheckpointProbe, LocalCheckpointFs, NoProbe
 from streaming_app.sources.kafka.offsets import TopicPartition
@@ -43,10 +46,23 @@ def _setup_logging() -> None:
 
 def local_dir(directory: str) -> str:
     """An absolute local path for a directory argument (file: URIs too); ConfigError otherwise."""
-    path = directory[len("file://") :] if directory.startswith("file://") else directory
-    if "://" in path:
+    path = local_path(directory)
+    if path is None:
         raise ConfigError(f"{directory}: only local checkpoint directories are supported")
     return os.path.abspath(path)
+
+
+@contextmanager
+def on_checkpoint(directory: str) -> Iterator[tuple[LocalCheckpointFs, str]]:
+    """What every checkpoint command does first and last: the log set up, the directory's
+    local path; an error of the app's, or of the file system, as one line and its exit."""
+    _setup_logging()
+    try:
+        yield LocalCheckpointFs(), local_dir(directory)
+    except StreamingAppError as error:
+        fail(error)
+    except OSError as exc:
+        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
 
 
 def _probe(no_verify: bool) -> CheckpointProbe:
@@ -120,10 +136,7 @@ def inspect(directory: str, as_json: bool, bootstrap_servers: str | None, no_ver
     the state operators and partitions, sizes. The JSON keys are listed in
     streaming_app/tools/checkpoint_inspect.py and structured_inspect.py.
     """
-    _setup_logging()
-    fs = LocalCheckpointFs()
-    try:
-        path = local_dir(directory)
+    with on_checkpoint(directory) as (fs, path):
         if is_structured(fs, path):
             report = inspect_structured(fs, path)
         else:
@@ -131,10 +144,6 @@ def inspect(directory: str, as_json: bool, bootstrap_servers: str | None, no_ver
             report = inspect_checkpoint(
                 fs, path, _probe(no_verify), bootstrap_servers, broker_latest_offsets
             )
-    except StreamingAppError as error:
-        fail(error)
-    except OSError as exc:
-        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
     if as_json:
         click.echo(json.dumps(report, indent=2))
     elif report["engine"] == "structured":
@@ -161,19 +170,12 @@ def clean(directory: str, dry_run: bool, as_json: bool, no_verify: bool) -> None
     metadata or kafka-tick. Of a Structured Streaming checkpoint, which Spark keeps bounded
     itself, only the temp files left by crashes.
     """
-    _setup_logging()
-    fs = LocalCheckpointFs()
-    try:
-        path = local_dir(directory)
+    with on_checkpoint(directory) as (fs, path):
         ensure_checkpoint_dir(fs, path)
         if is_structured(fs, path):
             plan = plan_clean_structured(fs, path)
         else:
             plan = plan_clean(fs, path, _probe(no_verify))
-    except StreamingAppError as error:
-        fail(error)
-    except OSError as exc:
-        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
     failed = [] if dry_run else apply_plan(fs, plan)
     if as_json:
         click.echo(json.dumps({**plan.to_json(), "applied": not dry_run, "failed": failed}))
@@ -193,10 +195,7 @@ def scrub(directory: str) -> None:
     reads the new file) with the value overwritten by '*'. Stop the app first; then rotate
     the secret, which was readable by whoever could read the directory (docs/security.md).
     """
-    _setup_logging()
-    fs = LocalCheckpointFs()
-    try:
-        path = local_dir(directory)
+    with on_checkpoint(directory) as (fs, path):
         ensure_checkpoint_dir(fs, path)
         if is_structured(fs, path):
             click.echo(f"{path}: a Structured Streaming checkpoint holds no Spark settings")
@@ -210,10 +209,6 @@ def scrub(directory: str) -> None:
         probe = SparkProbe()
         codec = Codec(probe.decompress, probe.compress, lambda p: bool(probe.check(p).readable))
         scrubbed = scrub_checkpoint(path, codec)
-    except StreamingAppError as error:
-        fail(error)
-    except OSError as exc:
-        fail(ConfigError(f"{directory}: {exc.strerror or exc}"))
     if scrubbed:
         click.echo(f"removed the secret from {len(scrubbed)} file(s): {', '.join(scrubbed)}")
     else:

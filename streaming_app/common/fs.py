@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import uuid
 from typing import Protocol
+from urllib.parse import urlparse
 
 
 class FileSystem(Protocol):
@@ -31,6 +32,14 @@ class FileSystem(Protocol):
 def join(base: str, name: str) -> str:
     """`base/name` for paths and URIs alike."""
     return base.rstrip("/") + "/" + name
+
+
+def local_path(directory: str) -> str | None:
+    """The local path of a directory given as a plain path or a `file:` URI, else None
+    (another scheme: HDFS, S3)."""
+    if directory.startswith("file:"):
+        return urlparse(directory).path or None
+    return None if "://" in directory else directory
 
 
 def temp_path(path: str) -> str:

@@ -16,21 +16,14 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import urlparse
 
+from streaming_app.common.fs import local_path
 from streaming_app.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
 # The runs' shared locks: held (open) until the process ends.
 _HELD: list[int] = []
-
-
-def local_dir(checkpoint_dir: str) -> str | None:
-    """The local path of a checkpoint directory (a plain path or file: URI), else None."""
-    if checkpoint_dir.startswith("file:"):
-        return urlparse(checkpoint_dir).path or None
-    return None if "://" in checkpoint_dir else checkpoint_dir
 
 
 def _open(path: str) -> int:
@@ -41,7 +34,7 @@ def hold_for_run(checkpoint_dir: str, poll: float = 0.5) -> None:
     """Hold the directory's shared lock until this process ends, waiting while a
     `checkpoint scrub` holds it. Nothing for a directory that is not local, or not there
     yet: a new checkpoint holds no secret, so scrub leaves its files alone anyway."""
-    path = local_dir(checkpoint_dir)
+    path = local_path(checkpoint_dir)
     if path is None or not os.path.isdir(path):
         return
     fd = _open(path)
