@@ -25,7 +25,8 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.common.batch_time import epoch_ms, take_batch
+from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.per_batch import take_batch
 from streaming_app.common.prometheus import timed
 
 if TYPE_CHECKING:

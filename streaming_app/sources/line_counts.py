@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from streaming_app.common.batch_time import take_batch
+from streaming_app.common.per_batch import take_batch
 
 if TYPE_CHECKING:
     from pyspark import RDD

@@ -22,7 +22,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from streaming_app.common.batch_time import epoch_ms, remember
+from streaming_app.common.batch_time import epoch_ms
+from streaming_app.common.per_batch import remember
 from streaming_app.common.prometheus import succeeded
 from streaming_app.jobs.text import add_counts
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from streaming_app.common.batch_time import remember
+from streaming_app.common.per_batch import remember
 
 KAFKA = ("empty", "oversize", "replaced", "lost")  # the Kafka read counts that are warned
 CSV = ("columns", "value", "key", "range")  # BadRows' reasons (range: not exact in the state)

@@ -10,8 +10,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from streaming_app.common.batch_time import take_batch
 from streaming_app.common.fs import FileSystem
+from streaming_app.common.per_batch import take_batch
 from streaming_app.common.prometheus import count_bad_values
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,

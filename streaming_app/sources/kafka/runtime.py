@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from streaming_app.common.batch_time import remember
 from streaming_app.common.fs import join
+from streaming_app.common.per_batch import remember
 from streaming_app.common.retry import with_retries
 from streaming_app.errors import PeerUnreachableError
 from streaming_app.sources.kafka.client import Broker, KafkaConnection

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streaming_app.common import batch_time
-from streaming_app.common.batch_time import remember, spark_seconds, take_batch
+from streaming_app.common import per_batch
+from streaming_app.common.batch_time import spark_seconds
+from streaming_app.common.per_batch import remember, take_batch
 
 
 def test_take_batch_pops_the_batch_and_forgets_older_ones_only() -> None:
@@ -22,7 +23,7 @@ def test_spark_seconds_truncates_back_to_the_milliseconds() -> None:
 
 
 def test_remember_keeps_the_newest_entries_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch_time, "MAX_REMEMBERED", 3)
+    monkeypatch.setattr(per_batch, "MAX_REMEMBERED", 3)
     kept: dict[int, str] = {}
     for batch in (5, 1, 4, 2, 3):  # out of order: the lowest batch times go first
         remember(kept, batch, f"b{batch}")
