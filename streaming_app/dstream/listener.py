@@ -1,5 +1,7 @@
-"""A StreamingListener that turns Spark's streaming events into the app's own log lines,
-metrics records, and the endpoint's counts of failed batches and missing checkpoints."""
+"""A StreamingListener that turns Spark's streaming events into the app's own log lines.
+
+And into metrics records, and the endpoint's counts of failed batches and of batches that
+Spark's checkpoints fell behind (checkpoint_watch.py)."""
 
 from __future__ import annotations
 
