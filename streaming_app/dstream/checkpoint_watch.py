@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from streaming_app.common.checkpoint_files import checkpoint_file_times
 from streaming_app.common.prometheus import failed
-from streaming_app.sources.kafka.offset_log import checkpoint_file_times
 
 log = logging.getLogger(__name__)
 

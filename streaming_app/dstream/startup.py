@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.common.spark_env import under_spark_submit
@@ -26,7 +27,6 @@ from streaming_app.recovery.guard import (
 from streaming_app.recovery.restore import Seed
 from streaming_app.recovery.spark_checkpoint import unusable_name
 from streaming_app.settings.schema import AppConfig
-from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 from streaming_app.sources.kafka.offsets import cap_for
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from streaming_app.common.checkpoint_files import checkpoint_file_times
 from streaming_app.common.fs import FileSystem, LocalFs
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import (
@@ -26,7 +27,6 @@ from streaming_app.recovery.metadata import (
 from streaming_app.recovery.restore import Seed
 from streaming_app.recovery.snapshots import find_snapshot
 from streaming_app.settings.schema import AppConfig, is_local_path
-from streaming_app.sources.kafka.offset_log import checkpoint_file_times
 
 log = logging.getLogger(__name__)
 

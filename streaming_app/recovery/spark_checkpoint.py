@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.fs import FileSystem, LocalFs, join
 from streaming_app.common.java import java_binary
 from streaming_app.errors import ConfigError, StreamingAppError
-from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 
 log = logging.getLogger(__name__)
 

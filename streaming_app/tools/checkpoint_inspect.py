@@ -40,6 +40,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.fs import join
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import METADATA_FILE, CheckpointMetadata, read_metadata
@@ -58,7 +59,6 @@ from streaming_app.recovery.spark_checkpoint import (
 )
 from streaming_app.sources.files_log import INPUT_FILES_DIR, InputFilesLog
 from streaming_app.sources.kafka.offset_log import (
-    CHECKPOINT_FILE,
     COMMITS_DIR,
     OFFSETS_DIR,
     CommitLog,

@@ -16,11 +16,11 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.fs import sync_directory
 from streaming_app.errors import CheckpointError
 from streaming_app.lifecycle.spark_secret import SECRET_KEY
 from streaming_app.recovery.checkpoint_lock import held_alone
-from streaming_app.sources.kafka.offset_log import CHECKPOINT_FILE
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streaming_app.common.checkpoint_files import checkpoint_file_times
 from streaming_app.common.fs import join
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.guard import structured_checkpoint
 from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE, metadata_json, read_metadata
 from streaming_app.recovery.spark_checkpoint import CheckpointFs
-from streaming_app.sources.kafka.offset_log import checkpoint_file_times
 from streaming_app.structured.query_log import (
     COMMITS,
     METADATA,

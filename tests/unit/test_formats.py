@@ -66,10 +66,11 @@ def files_sink_layout() -> Any:
 
 
 def kafka_logs() -> Any:
+    from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
     from streaming_app.sources.kafka import offset_log
 
     return [
-        offset_log.OFFSETS_DIR, offset_log.COMMITS_DIR, offset_log.CHECKPOINT_FILE.pattern,
+        offset_log.OFFSETS_DIR, offset_log.COMMITS_DIR, CHECKPOINT_FILE.pattern,
         # The keys each record is written with.
         sorted(set(re.findall(r'"([a-z_]+)":', inspect.getsource(offset_log)))),
     ]  # fmt: skip

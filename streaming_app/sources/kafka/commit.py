@@ -10,13 +10,13 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from streaming_app.common.checkpoint_files import checkpoint_file_times
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.per_batch import take_batch
 from streaming_app.common.prometheus import count_bad_values
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,
     OffsetLog,
-    checkpoint_file_times,
     prune_horizon,
 )
 from streaming_app.sources.kafka.offsets import OffsetRange, ends_of

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from streaming_app.common.batch_log import BatchLog
+from streaming_app.common.checkpoint_files import checkpoint_file_times
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.errors import CheckpointError
 from streaming_app.sources.kafka.offsets import OffsetRange, ranges_from_json, ranges_to_json
@@ -66,14 +66,6 @@ def uncommitted(offsets: OffsetLog, commits: CommitLog) -> list[int]:
     """Batches planned but not (yet) committed: in flight, or to be replayed on recovery."""
     done = set(commits.batch_times())
     return [t for t in offsets.batch_times() if t not in done]
-
-
-CHECKPOINT_FILE = re.compile(r"^checkpoint-(\d+)(?:\.bk)?$")
-
-
-def checkpoint_file_times(names: Iterable[str]) -> list[int]:
-    """Batch times of Spark's `checkpoint-<ms>` files (and their `.bk` copies) among names."""
-    return [int(m.group(1)) for n in names if (m := CHECKPOINT_FILE.match(n))]
 
 
 def prune_horizon(
