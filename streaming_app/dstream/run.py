@@ -24,7 +24,7 @@ from streaming_app.lifecycle.checks import (
     effective_master,
     say_default_checkpoint,
 )
-from streaming_app.lifecycle.metrics_endpoint import serving_metrics
+from streaming_app.lifecycle.serving_metrics import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
 from streaming_app.recovery.checkpoint_lock import hold_for_run

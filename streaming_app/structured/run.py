@@ -23,7 +23,7 @@ from streaming_app.lifecycle.checks import (
     effective_master,
     say_default_checkpoint,
 )
-from streaming_app.lifecycle.metrics_endpoint import serving_metrics
+from streaming_app.lifecycle.serving_metrics import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import (
     StopRequest,

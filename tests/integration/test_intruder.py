@@ -542,11 +542,11 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     assert not any(running.values()), running
 
 
-# Run on a host: the app's endpoint as `run` starts it (lifecycle.metrics_endpoint), every
+# Run on a host: the app's endpoint as `run` starts it (lifecycle.serving_metrics), every
 # setting at its default but metrics_port (argv[1]); serves until stopped.
 _DEFAULT_ENDPOINT = """
 import sys, time
-from streaming_app.lifecycle.metrics_endpoint import serving_metrics
+from streaming_app.lifecycle.serving_metrics import serving_metrics
 from streaming_app.settings.loading import load_config
 config = load_config(env={}, cli={"metrics_port": sys.argv[1]})
 with serving_metrics(config):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from streaming_app.common.prometheus import endpoint
-from streaming_app.lifecycle.metrics_endpoint import serving_metrics
+from streaming_app.lifecycle.serving_metrics import serving_metrics
 from streaming_app.settings.loading import load_config
 from tests.unit.common.test_prometheus import samples
 

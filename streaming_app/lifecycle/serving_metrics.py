@@ -1,6 +1,7 @@
-"""Both engines' Prometheus endpoint for a run: started before Spark when metrics_port is set.
+"""Serving a run's metrics: the Prometheus endpoint started before Spark, with the run's settings.
 
-Driver side. The series themselves are in common/prometheus.py; this module knows the run's
+Driver side, both engines, when metrics_port is set. The endpoint itself, its series and
+its HTTP server, is common/prometheus.py; this module knows the run's
 settings (where to listen, the info series' labels, the snapshot and checkpoint intervals)
 and, for a Kafka run, starts the lag watch that reads the broker on the endpoint's own
 schedule (sources/kafka/lag_watch.py).
