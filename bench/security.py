@@ -49,7 +49,7 @@ from bench.side_runs import (
 )
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker
-from tests.integration.kafka_tls import stunnel_binary, tls_broker
+from streaming_app.tools.tls_broker import stunnel_binary, tls_broker
 
 PLAIN, SECURED = "no protection", "every protection on"
 SPARK_ONLY = "Spark's protections alone (plain Kafka)"

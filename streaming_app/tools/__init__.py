@@ -1,1 +1,1 @@
-"""Operator tools: demo, produce, dev broker, supervise, report, checkpoint inspect/clean/scrub."""
+"""Operator tools: demo, produce, dev brokers, supervise, report, checkpoint inspect/clean/scrub."""
