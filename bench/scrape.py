@@ -32,9 +32,10 @@ from bench.side_runs import (
     EACH,
     Side,
     corpus_counts,
-    each_run,
     ratio,
     runner,
+    seconds_cell,
+    words_cell,
 )
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.dev_broker import DevBroker, free_port
@@ -142,13 +143,10 @@ def scrape_report(s: dict[str, Any]) -> list[str]:
     ]
     for r in s["sides"]:
         bold = "**" if r["side"] == SCRAPED else ""
+        seconds = ("processing_s", "app_cpu_s", "restart_first_batch_s")
+        cells = " | ".join([words_cell(r), *(seconds_cell(r, f) for f in seconds)])
         lines.append(
-            f"| {bold}{r['side']}{bold} | {r['mean_words_per_s']:,} ("
-            + ", ".join(f"{w:,}" for w in r["runs_mean_words_per_s"])
-            + f") | {r['processing_s']} s ({each_run(r['runs_processing_s'])}) | "
-            f"{r['app_cpu_s']} s ({each_run(r['runs_app_cpu_s'])}) | "
-            f"{r['restart_first_batch_s']} s ({each_run(r['runs_restart_first_batch_s'])}) | "
-            f"{sum(r['runs_exact'])} of {r['runs']} |"
+            f"| {bold}{r['side']}{bold} | {cells} | {sum(r['runs_exact'])} of {r['runs']} |"
         )
     scraped = next(r for r in s["sides"] if r["side"] == SCRAPED)
     lines.append(

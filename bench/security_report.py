@@ -7,7 +7,7 @@ from typing import Any
 from bench.harness import median
 from bench.security import SECURED, TARGET
 from bench.security_paths import paths_report
-from bench.side_runs import each_run
+from bench.side_runs import each_run, seconds_cell, words_cell
 
 
 def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> list[str]:
@@ -41,15 +41,13 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
     ]
     for r in s["sides"]:
         bold = "**" if r["side"] == SECURED else ""
+        seconds = ("app_cpu_s", "restart_first_batch_s", "restart_caught_up_s")
+        cells = " | ".join([
+            words_cell(r), seconds_cell(r, "processing_s"), _cell(r["aligned_s"]),
+            _cell(r["checkpoint_s"]), *(seconds_cell(r, f) for f in seconds),
+        ])  # fmt: skip
         lines.append(
-            f"| {bold}{r['side']}{bold} | {r['mean_words_per_s']:,} ("
-            + ", ".join(f"{w:,}" for w in r["runs_mean_words_per_s"])
-            + f") | {r['processing_s']} s ({each_run(r['runs_processing_s'])}) | "
-            f"{_cell(r['aligned_s'])} | {_cell(r['checkpoint_s'])} | "
-            f"{r['app_cpu_s']} s ({each_run(r['runs_app_cpu_s'])}) | "
-            f"{r['restart_first_batch_s']} s ({each_run(r['runs_restart_first_batch_s'])}) | "
-            f"{r['restart_caught_up_s']} s ({each_run(r['runs_restart_caught_up_s'])}) | "
-            f"{sum(r['runs_exact'])} of {r['runs']} |"
+            f"| {bold}{r['side']}{bold} | {cells} | {sum(r['runs_exact'])} of {r['runs']} |"
         )
     for r in s["sides"][1:]:
         bold = "**" if r["side"] == SECURED else ""

@@ -146,3 +146,14 @@ def ratio(numerator: float, denominator: float) -> float:
 def each_run(values: list[Any]) -> str:
     """Every run's value, for a report's brackets."""
     return ", ".join(str(v) for v in values)
+
+
+def words_cell(row: dict[str, Any]) -> str:
+    """A side's words/s of processing in a report's table, every run in brackets."""
+    runs = ", ".join(f"{w:,}" for w in row["runs_mean_words_per_s"])
+    return f"{row['mean_words_per_s']:,} ({runs})"
+
+
+def seconds_cell(row: dict[str, Any], field: str) -> str:
+    """A side's median of `field` (seconds) in a report's table, every run in brackets."""
+    return f"{row[field]} s ({each_run(row['runs_' + field])})"
