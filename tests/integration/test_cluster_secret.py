@@ -27,6 +27,14 @@ from tests.secrets_scan import find_secrets
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(540)]
 
+# spark-submit's arguments beyond the master: the driver on loopback, no UI.
+SUBMIT_ARGS = [
+    "--conf", "spark.ui.enabled=false",
+    "--conf", "spark.driver.host=127.0.0.1",
+    "--conf", "spark.driver.bindAddress=127.0.0.1",
+    "--executor-memory", "512m",
+]  # fmt: skip
+
 
 def secure_conf_dir(target: Path, secret: str | None) -> Path:
     """A copy of conf/secure; with `secret`, also in its spark-defaults.conf (Spark's way)."""
@@ -95,12 +103,6 @@ def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere
         texts.append(make_text(rng, 30))
         drop_file(dirs["input"], name, texts[-1].encode())
 
-    submit_args = [
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.driver.host=127.0.0.1",
-        "--conf", "spark.driver.bindAddress=127.0.0.1",
-        "--executor-memory", "512m",
-    ]  # fmt: skip
     run_args = files_args(
         dirs, "--allow-local-checkpoint", "--batch-interval", "2", "--checkpoint-interval", "4",
         "--stop-timeout", "90",
@@ -108,7 +110,7 @@ def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere
 
     def submit(cluster: Cluster, name: str, *extra: str) -> SubmittedApp:
         app = SubmittedApp(
-            ["--master", cluster.master_url, *submit_args], [*run_args, *extra], tmp_path, name
+            ["--master", cluster.master_url, *SUBMIT_ARGS], [*run_args, *extra], tmp_path, name
         )
         started.append(app)
         return app
@@ -194,13 +196,7 @@ def test_each_way_the_secret_reaches_the_driver_works_on_its_own(
     monkeypatch.delenv("_SPARK_AUTH_SECRET", raising=False)
     rng = random.Random(45)
     texts: list[str] = []
-    submit_args = [
-        "--master", cluster.master_url,
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.driver.host=127.0.0.1",
-        "--conf", "spark.driver.bindAddress=127.0.0.1",
-        "--executor-memory", "512m",
-    ]  # fmt: skip
+    submit_args = ["--master", cluster.master_url, *SUBMIT_ARGS]
     run_args = files_args(
         dirs, "--allow-local-checkpoint", "--batch-interval", "2", "--stop-timeout", "90"
     )
