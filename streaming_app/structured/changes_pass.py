@@ -134,7 +134,11 @@ class ChangesPass:
         fs.write_atomic(join(directory, SUCCESS_MARKER), b"")
 
     def result(self) -> Passed:
-        """The count and the top N (the pass run now if no delta ran it)."""
+        """The count and the top N (the pass run now if no delta ran it; with no top N to
+        rank, Spark's own count of the checkpointed blocks, which no Python worker runs)."""
         if self._passed is None:
-            self._passed = run_pass(self.changes, self.n, None)
+            if self.n > 0:
+                self._passed = run_pass(self.changes, self.n, None)
+            else:
+                self._passed = Passed(self.changes.count(), [])
         return self._passed
