@@ -17,8 +17,9 @@ secret, nor does any file the run leaves.
 The driver's Prometheus endpoint listens on the driver's address (issue 40, item 6): a real
 Prometheus on the intruder's host scrapes it (metrics are not secret; a host without the
 secret may read them), and neither the text it scraped nor the labels and values it stored
-hold the secret or the passwords the driver was given. Left at its default address
-(127.0.0.1), the endpoint refuses another host.
+hold the secret or the passwords the driver was given (left at its default address, the
+endpoint refuses another host: test_intruder_endpoint.py). The capture, the command-line
+watch and the intruder's shell are intruder_tools.py's.
 """
 
 from __future__ import annotations
@@ -30,12 +31,6 @@ import re
 import secrets
 import shutil
 import signal
-import struct
-import subprocess
-import sys
-import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,12 +38,12 @@ from typing import Any
 
 import pytest
 
-from streaming_app.tools.processes import stop_group
 from tests.integration.cluster_helpers import ROOT, SPARK_HOME, SubmittedApp
 from tests.integration.cluster_hosts import MASTER_PORT, WORKER_UI_PORT, HostCluster
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, truth, wait_for_totals
 from tests.integration.intruder import parse_kill_forms
+from tests.integration.intruder_tools import Capture, CommandLines, Intruder, tcp_payload_by_port
 from tests.integration.netns import Host, Network, pick_subnet, root_networks, worker_number
 from tests.integration.pg_helpers import ci
 from tests.integration.prometheus_server import JOB, Prometheus
@@ -60,13 +55,12 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(480)]  # 2-3 minutes when
 REST_PORT = 6066  # the master's REST submission server, were it on
 DRIVER_PORT = {"dstream": 7101, "structured": 7102}  # the driver's RPC (and file) server
 UI_PORT = {"dstream": 4041, "structured": 4042}
-METRICS_PORT = {"dstream": 9108, "structured": 9109, "default": 9110}  # the driver's /metrics
+METRICS_PORT = {"dstream": 9108, "structured": 9109}  # the driver's /metrics
 STARTED = {
     "dstream": r"Started new streaming context",
     "structured": r"Started new query id=\S+ on checkpoint",
 }
 WORDS = 16
-ATTEMPT_TIMEOUT = 150  # an application the master never answers gives up after 3 x 20 s
 
 
 @dataclass
@@ -118,156 +112,6 @@ def site(
             yield Site(network, hosts, cluster, secret, secret_file)
         finally:
             cluster.stop()
-
-
-class Capture:
-    """tcpdump on the bridge (every packet between the hosts), into a pcap file."""
-
-    def __init__(self, network: Network, path: Path) -> None:
-        self.path = path
-        self.err = path.with_suffix(".log")
-        with open(self.err, "wb") as err:
-            self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", network.bridge_ns,
-                 "tcpdump", "-i", "br0", "-n", "-U", "-s", "0", "-w", str(path)],
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            )  # fmt: skip
-        network.processes.append(self.proc)  # killed by the network at the end, whatever
-        deadline = time.monotonic() + 30
-        while b"listening on br0" not in self.err.read_bytes():
-            assert self.proc.poll() is None, self.err.read_text()
-            assert time.monotonic() < deadline, "tcpdump did not start"
-            time.sleep(0.1)
-
-    def stop(self) -> bytes:
-        """Stop the capture (SIGINT: tcpdump writes what it holds); the pcap file's bytes."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=30)
-        return self.path.read_bytes()
-
-
-def tcp_payload_by_port(pcap: bytes) -> Counter[int]:
-    """Bytes of TCP payload in a pcap capture (Ethernet, IPv4), counted for each port at
-    either end."""
-    counted: Counter[int] = Counter()
-    magic = pcap[:4]
-    order = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    pos = 24  # the global header
-    while pos + 16 <= len(pcap):
-        captured = struct.unpack_from(f"{order}I", pcap, pos + 8)[0]
-        frame = pcap[pos + 16 : pos + 16 + captured]
-        pos += 16 + captured
-        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:  # IPv4, TCP
-            continue
-        ip_header = (frame[14] & 0x0F) * 4
-        ip_total = struct.unpack_from(">H", frame, 16)[0]
-        tcp = 14 + ip_header
-        source, target = struct.unpack_from(">HH", frame, tcp)
-        payload = ip_total - ip_header - (frame[tcp + 12] >> 4) * 4
-        counted[source] += payload
-        counted[target] += payload
-    return counted
-
-
-class CommandLines(threading.Thread):
-    """Every process's command line, read twice a second: those that hold the secret."""
-
-    def __init__(self, secret: str) -> None:
-        super().__init__(daemon=True)
-        self.secret = secret.encode()
-        self.halt = threading.Event()
-        self.found: set[str] = set()
-        self.reads = 0
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    args = (entry / "cmdline").read_bytes()
-                except OSError:  # ended meanwhile
-                    continue
-                if self.secret in args:
-                    program = args.split(b"\0")[0].decode(errors="replace")
-                    self.found.add(f"pid {entry.name}: {program}")
-            self.reads += 1
-            self.halt.wait(0.5)
-
-    def stop(self) -> set[str]:
-        self.halt.set()
-        self.join(timeout=30)
-        return self.found
-
-
-def intruder_env(workdir: Path) -> dict[str, str]:
-    """A user's shell on the intruder's host: PySpark and Spark's scripts, no secret at all."""
-    conf_dir = workdir / "intruder-conf"  # empty: no spark-defaults.conf, no spark-env.sh
-    conf_dir.mkdir(exist_ok=True)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("STREAMING_APP_", "SPARK_", "_SPARK")) and k != "PYSPARK_SUBMIT_ARGS"
-    }
-    env.update(
-        SPARK_HOME=str(SPARK_HOME),
-        SPARK_CONF_DIR=str(conf_dir),
-        PYSPARK_PYTHON=sys.executable,
-        PYTHONPATH=str(ROOT),
-        PATH=f"{SPARK_HOME / 'bin'}:{env.get('PATH', '')}",
-    )
-    return env
-
-
-class Intruder:
-    """Runs tests/integration/intruder.py's actions (and spark-submit) on the intruder host."""
-
-    def __init__(self, host: Host, workdir: Path) -> None:
-        self.host, self.workdir = host, workdir
-        self.env = intruder_env(workdir)
-        self.started: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
-
-    def start(self, label: str, *args: str) -> None:
-        """An action in the background; its JSON is read by `result`."""
-        self.start_command(label, [sys.executable, "-m", "tests.integration.intruder", *args])
-
-    def start_command(self, label: str, command: list[str]) -> None:
-        out = self.workdir / f"intruder-{label}.out"
-        with open(out, "wb") as handle:
-            proc = self.host.popen(
-                command, stdout=handle, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT
-            )
-        self.started[label] = (proc, out)
-
-    def finish(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> tuple[int, str]:
-        """Wait for a background action; its exit code and output."""
-        proc, out = self.started[label]
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-            raise AssertionError(f"{label}: still running after {timeout} s") from None
-        return code, out.read_text("utf-8", errors="replace")
-
-    def result(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> Any:
-        """A background action's JSON (its last line of output)."""
-        code, text = self.finish(label, timeout)
-        lines = [line for line in text.splitlines() if line.startswith("{")]
-        assert code == 0 and lines, f"{label} exited {code}:\n{text[-3000:]}"
-        return json.loads(lines[-1])
-
-    def now(self, *args: str, timeout: float = 60) -> Any:
-        """An action run to its end; its JSON."""
-        done = subprocess.run(
-            self.host.command([sys.executable, "-m", "tests.integration.intruder", *args]),
-            capture_output=True, text=True, env=self.env, cwd=ROOT, timeout=timeout,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        return json.loads(done.stdout.splitlines()[-1])
 
 
 def engine_args(engine: str, dirs: dict[str, Path], driver: str) -> list[str]:
@@ -526,9 +370,9 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # results, 0.7-2 MB a run) and of the master. The worker's port has none: the worker
     # keeps the connection it opened to the master.
     assert b"/api/v1/applications" in pcap, "the capture saw none of the intruder's requests"
-    payload = tcp_payload_by_port(pcap)
-    assert payload[DRIVER_PORT[engine]] > 0, payload.most_common(10)
-    assert payload[MASTER_PORT] > 0, payload.most_common(10)
+    carried = tcp_payload_by_port(pcap)
+    assert carried[DRIVER_PORT[engine]] > 0, carried.most_common(10)
+    assert carried[MASTER_PORT] > 0, carried.most_common(10)
     on_the_wire = [word for word in words if word.encode() in pcap]
     assert on_the_wire == [], f"{len(on_the_wire)} of {WORDS} input words in the capture"
     assert find_secrets([capture.path], [secret]) == []
@@ -540,49 +384,6 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # Nothing the test started on the driver's or the intruder's host runs on.
     running = {name: pids_on(hosts[name]) for name in ("driver", "intruder")}
     assert not any(running.values()), running
-
-
-# Run on a host: the app's endpoint as `run` starts it (lifecycle.serving_metrics), every
-# setting at its default but metrics_port (argv[1]); serves until stopped.
-_DEFAULT_ENDPOINT = """
-import sys, time
-from streaming_app.lifecycle.serving_metrics import serving_metrics
-from streaming_app.settings.loading import load_config
-config = load_config(env={}, cli={"metrics_port": sys.argv[1]})
-with serving_metrics(config):
-    print(f"serving on {config.metrics_host}", flush=True)
-    time.sleep(300)
-"""
-
-
-def test_the_endpoint_on_its_default_address_refuses_another_host(
-    site: Site, tmp_path: Path
-) -> None:
-    """metrics_host unset: 127.0.0.1 of the driver's host, so the intruder's host is refused
-    (as is the driver's own network address), while loopback on the driver's host serves."""
-    driver, port = site.hosts["driver"], METRICS_PORT["default"]
-    out = tmp_path / "endpoint.out"
-    with open(out, "wb") as handle:
-        proc = driver.popen(
-            [sys.executable, "-c", _DEFAULT_ENDPOINT, str(port)],
-            stdout=handle, stderr=subprocess.STDOUT, env=intruder_env(tmp_path), cwd=ROOT,
-        )  # fmt: skip
-    try:
-        driver.wait_for_port("127.0.0.1", port)
-        local = Intruder(driver, tmp_path).now(
-            "http", "GET", f"http://127.0.0.1:{port}/metrics", "--save", str(tmp_path / "m.txt")
-        )
-        own_address = Intruder(driver, tmp_path).now("connect", driver.address, str(port))
-        other_host = Intruder(site.hosts["intruder"], tmp_path).now(
-            "connect", driver.address, str(port)
-        )
-    finally:
-        stop_group(proc, grace=10)
-    assert out.read_text().strip() == "serving on 127.0.0.1", out.read_text()
-    assert local["status"] == 200, local
-    assert "streaming_app_batches_total 0.0" in (tmp_path / "m.txt").read_text()
-    assert own_address == {"connect": "refused"}, own_address
-    assert other_host == {"connect": "refused"}, other_host
 
 
 # A kill link of the driver's jobs page (Spark 4.3.0, spark.ui.killEnabled true).
