@@ -1,7 +1,9 @@
 """One pass over a micro-batch's changed totals: their count, the top N and the files delta.
 
 Driver side plans, executors do the work (`pass_partition`, once per partition of the
-checkpointed changes, in `mapInArrow`). Each task counts its partition's totals, ranks
+changed totals, in `mapInArrow`: the micro-batch's own frame, so that the micro-batch and
+the pass are one job, unless other readers made a copy, changes.py). Each task counts its
+partition's totals, ranks
 its top N (highest total, then key) and, when a delta is written to a local directory,
 writes the partition's lines (Spark's own `total_lines`, the format of every other output
 of the files sink) to its part file itself, under a temporary name it renames when
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from streaming_app.common.hadoop_fs import HadoopFs
+    from streaming_app.structured.changes import Changes
 
 COUNT, TOP_KEYS, TOP_TOTALS = "count", "top_keys", "top_totals"
 
@@ -115,9 +118,11 @@ def run_pass(changes: DataFrame, n: int, directory: str | None) -> Passed:
 
 class ChangesPass:
     """The pass of one micro-batch, run once: inside the files sink's delta when it writes
-    one (`write_delta`), else when the count or the top N is asked for (`result`)."""
+    one (`write_delta`), else when the count or the top N is asked for (`result`). It
+    reads the changed totals last (changes.py `once`): without a copy of them, the
+    micro-batch itself runs in the pass's job."""
 
-    def __init__(self, changes: DataFrame, n: int) -> None:
+    def __init__(self, changes: Changes, n: int) -> None:
         self.changes = changes
         self.n = n
         self._passed: Passed | None = None
@@ -127,18 +132,19 @@ class ChangesPass:
         `directory` (new), by the executors."""
         local = fs.local_path(directory)
         if local is None:  # HDFS, S3: Spark's writer, whose committer writes _SUCCESS
-            total_lines(self.changes).write.text(directory)
+            total_lines(self.changes.checkpointed()).write.text(directory)
             return
         fs.mkdirs(directory)
-        self._passed = run_pass(self.changes, self.n, local)
+        self._passed = run_pass(self.changes.once(), self.n, local)
         fs.write_atomic(join(directory, SUCCESS_MARKER), b"")
 
     def result(self) -> Passed:
         """The count and the top N (the pass run now if no delta ran it; with no top N to
-        rank, Spark's own count of the checkpointed blocks, which no Python worker runs)."""
+        rank and a copy of the changed totals, Spark's own count of its blocks, which no
+        Python worker runs)."""
         if self._passed is None:
-            if self.n > 0:
-                self._passed = run_pass(self.changes, self.n, None)
+            if self.n > 0 or not self.changes.copied:
+                self._passed = run_pass(self.changes.once(), self.n, None)
             else:
-                self._passed = Passed(self.changes.count(), [])
+                self._passed = Passed(self.changes.checkpointed().count(), [])
         return self._passed

@@ -93,18 +93,19 @@ def chain_reader(
     context: str,
     previous_ms: int,
     spark: SparkSession,
-    changes: DataFrame,
+    changes: Callable[[], DataFrame],
 ) -> Callable[[], DataFrame | None]:
     """Every total's line after a micro-batch (`chained_lines` of this context's chain up
-    to `previous_ms` and the micro-batch's `changes`), or None where the chain does not
-    reach it; the chain is looked up once however often the reader is called."""
+    to `previous_ms` and the micro-batch's changed totals, checkpointed: `changes`, asked
+    for only when the chain reaches it), or None where the chain does not reach it; the
+    chain is looked up once however often the reader is called."""
     found: list[list[str] | None] = []
 
     def lines() -> DataFrame | None:
         if not found:
             found.append(chain_dirs(fs, output_dir, context, previous_ms))
         dirs = found[0]
-        return None if dirs is None else chained_lines(spark, dirs, changes)
+        return None if dirs is None else chained_lines(spark, dirs, changes())
 
     return lines
 

@@ -26,6 +26,17 @@ log = logging.getLogger(__name__)
 # and a restart), and a fifth less at a million keys, with less JVM heap (docs).
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+# Every total (a files base, a snapshot) is read with Spark's state data source, which
+# opens the store at the newest snapshot Spark uploaded and replays each changelog after
+# it: 0.12 s a changelog at 100,000 keys on two cores. Spark's defaults (a snapshot every
+# 10 versions, uploaded by a maintenance task once a minute) leave up to 40 changelogs
+# at 2 s micro-batches: a base micro-batch took 3.1, 4.0, then 5.4 s as a run went on,
+# against 2.9, 1.9, 1.7 s with these (docs/benchmarks.md), the other micro-batches alike.
+# Neither is kept in the checkpoint: they apply to a restarted query too.
+SNAPSHOT_CADENCE = {
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+}
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
@@ -34,6 +45,7 @@ def session_conf(config: AppConfig) -> dict[str, str]:
     conf = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         CHANGELOG: "true",
+        **SNAPSHOT_CADENCE,
         # Python workers get Arrow batches of lines; keep a partition's batches small.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
     }

@@ -2,10 +2,11 @@
 
 Driver side: Spark calls `BatchSinks` once per micro-batch with the totals it changed (the
 aggregation's output in update mode) and its batch id; the driver plans and commits, the
-executors move the rows. The micro-batch runs once: its changed totals are checkpointed
-where they are (`localCheckpoint`, the executors' blocks), so that every sink and every
-total read them without running the micro-batch again; the micro-batch's time is its
-timestamp in the offsets log, the same on a replay. Then each configured sink writes: the
+executors move the rows. What a micro-batch writes is decided from the offsets log before
+it runs (`Due`; its time is its timestamp there, the same on a replay), and it runs once
+(changes.py): inside the pass's job where only the pass reads its changed totals (a
+delta micro-batch of the files and console sinks), else into the executors' blocks
+(`localCheckpoint`) that every reader reads. Then each configured sink writes: the
 files sink a delta or a base, as part files written by the executors (files_sink.py,
 files_base.py), the postgres sink the changed totals, or every total after a gap, staged by
 the executors and merged with the micro-batch's progress row in one transaction
@@ -18,7 +19,7 @@ and the top N, never the micro-batch's rows. A recovered query's first micro-bat
 base and a snapshot that fell due while the app was down to the micro-batch after it
 (`Deferred`): its output goes out sooner. Each sink skips on its own what it wrote before a
 restart. What the sources skipped or repaired is warned of from the query's problem
-accumulator (problems.py).
+accumulator (problems.py), once the micro-batch has run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from streaming_app.errors import CheckpointError
 from streaming_app.sinks.console import print_line
 from streaming_app.sinks.files import FilesSettings, base_due
 from streaming_app.structured import problems
+from streaming_app.structured.changes import Changes, needs_copy
 from streaming_app.structured.changes_pass import ChangesPass
 from streaming_app.structured.files_base import base_writer, chain_reader
 from streaming_app.structured.files_sink import write_files
@@ -81,6 +83,19 @@ class Deferred:
         return base, snapshot
 
 
+@dataclass(frozen=True)
+class Due:
+    """What one micro-batch writes, decided from the offsets log before it runs."""
+
+    batch_id: int
+    batch_ms: int
+    before: int  # the micro-batch before's time (the files chain's link)
+    context: str  # the query id, where a sink names its output by it
+    files: FilesSettings | None
+    base: bool  # a files base due (a broken chain makes one all the same)
+    snapshot: bool
+
+
 @dataclass
 class BatchSinks:
     """The foreachBatch function: every configured sink writes each micro-batch.
@@ -96,33 +111,33 @@ class BatchSinks:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch `batch_id` (its changed totals) to every sink, then its
         snapshot if one is due."""
-        spark = batch.sparkSession
         started = time.monotonic()
-        every: EveryTotal | None = None
-        try:
-            with app_errors_in_one_line(spark.sparkContext):  # a setting or table to fix
-                # The micro-batch runs here, once, whatever the sinks read of it. Its
-                # blocks go when the frame does: Spark's ContextCleaner removes a
-                # checkpointed RDD's blocks once the driver JVM has collected it.
-                changes = batch.localCheckpoint(eager=True)
-                every = EveryTotal(spark, self.config.checkpoint_dir, batch_id, changes)
-                self._write(changes, batch_id, every, started)
-        finally:
-            if every is not None:
-                every.release()
+        with app_errors_in_one_line(batch.sparkSession.sparkContext):  # a setting or table to fix
+            self._write(batch, batch_id, started)
 
-    def _write(self, changes: DataFrame, batch_id: int, every: EveryTotal, started: float) -> None:
+    def _write(self, batch: DataFrame, batch_id: int, started: float) -> None:
+        due = self._plan(batch, batch_id)
+        # The micro-batch runs once, whatever the sinks read of it: inside the pass where
+        # nothing else reads its changed totals, else into the executors' blocks first.
+        changes = Changes(batch, needs_copy(self.config.sinks, due.base, due.snapshot))
+        every = EveryTotal(
+            batch.sparkSession, self.config.checkpoint_dir, batch_id, changes.checkpointed
+        )
+        try:
+            self._sinks(changes, due, every, started)
+        finally:
+            every.release()
+
+    def _plan(self, batch: DataFrame, batch_id: int) -> Due:
+        """What micro-batch `batch_id` writes, from the offsets log (before it runs)."""
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
         config = self.config
-        spark = changes.sparkSession
-        sc = spark.sparkContext
-        checkpoint = HadoopFs(sc, config.checkpoint_dir)
+        checkpoint = HadoopFs(batch.sparkSession.sparkContext, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
         previous = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id - 1)
-        self._warn(batch_id, batch_ms)
         if self._context_id is None and {"files", "postgres"} & set(config.sinks):
             self._context_id = query_id(checkpoint, config.checkpoint_dir)
         context = self._context_id or ""
@@ -142,36 +157,49 @@ class BatchSinks:
                 batch_id,
                 batch_ms,
             )
+        return Due(batch_id, batch_ms, before, context, files, base, snapshot)
 
+    def _sinks(self, changes: Changes, due: Due, every: EveryTotal, started: float) -> None:
+        from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
+
+        config = self.config
+        spark = changes.batch.sparkSession
+        sc = spark.sparkContext
         # The count, the console's top N and a files delta: one job (changes_pass.py).
         passed = ChangesPass(changes, config.top_n if "console" in config.sinks else 0)
         written = []
         for sink in config.sinks:
             if sink == "files":
-                assert files is not None
-                fs = HadoopFs(sc, files.output_dir)
-                chain = chain_reader(fs, files.output_dir, context, before, spark, changes)
-                write_base = base_writer(chain, every, snapshot)
+                assert due.files is not None
+                out = due.files.output_dir
+                fs = HadoopFs(sc, out)
+                chain = chain_reader(fs, out, due.context, due.before, spark, changes.checkpointed)
+                write_base = base_writer(chain, every, due.snapshot)
                 write_delta = partial(passed.write_delta, fs)
-                kind = write_files(fs, files, batch_ms, before, write_delta, write_base, base)
+                kind = write_files(
+                    fs, due.files, due.batch_ms, due.before, write_delta, write_base, due.base
+                )
                 written.append(f"files: {kind}")
             elif sink == "postgres":
-                entry = offsets_entry(checkpoint, config.checkpoint_dir, batch_id)
+                checkpoint = HadoopFs(sc, config.checkpoint_dir)
+                entry = offsets_entry(checkpoint, config.checkpoint_dir, due.batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
-                rows = text_pairs(changes)
+                rows = text_pairs(changes.checkpointed())
                 done = write_postgres(
-                    config, context, batch_id, batch_ms, rows, offset, every.text_pairs
+                    config, due.context, due.batch_id, due.batch_ms, rows, offset, every.text_pairs
                 )
                 written.append(f"postgres: {done}")
         found = passed.result()
+        # After the micro-batch ran: the accumulator holds what its tasks found.
+        self._warn(due.batch_id, due.batch_ms)
         if "console" in config.sinks:
-            print_line(datetime.fromtimestamp(batch_ms / 1000), found.top)
-        if snapshot:
-            write_snapshot(spark, config, batch_id, batch_ms, every.frame)
+            print_line(datetime.fromtimestamp(due.batch_ms / 1000), found.top)
+        if due.snapshot:
+            write_snapshot(spark, config, due.batch_id, due.batch_ms, every.frame)
         log.info(
             "batch_id=%d batch_time_ms=%d: %d totals changed%s in %.0f ms",
-            batch_id,
-            batch_ms,
+            due.batch_id,
+            due.batch_ms,
             found.changed,
             "".join(f", {what}" for what in written),
             (time.monotonic() - started) * 1000,

@@ -68,13 +68,18 @@ class EveryTotal:
 
     A files base, a snapshot and the postgres sink after a gap each need every total;
     `frame` reads them (every_total, on the executors) into a cached frame the first time
-    it is called, and `release` drops that cache at the micro-batch's end. `changes` is
-    the micro-batch's changed totals, checkpointed on the executors (sinks.py), so that a
-    plan may read it twice without running the micro-batch again.
+    it is called, and `release` drops that cache at the micro-batch's end. `changes` gives
+    the micro-batch's changed totals checkpointed on the executors (changes.py), so that a
+    plan may read them twice without running the micro-batch again; asked for only when
+    every total is.
     """
 
     def __init__(
-        self, spark: SparkSession, checkpoint: str, batch_id: int, changes: DataFrame
+        self,
+        spark: SparkSession,
+        checkpoint: str,
+        batch_id: int,
+        changes: Callable[[], DataFrame],
     ) -> None:
         self.spark = spark
         self.checkpoint = checkpoint
@@ -85,17 +90,14 @@ class EveryTotal:
     def frame(self) -> DataFrame:
         """Every total as a frame of (key, total), cached until `release`."""
         if self._frame is None:
+            changes = self.changes()
             frame = every_total(
-                self.spark, self.checkpoint, self.batch_id, self.changes, self._keys
+                self.spark, self.checkpoint, self.batch_id, changes, lambda: changes.select(KEY)
             )
             # One part per state partition, as the state has (the union doubles them).
-            parts = max(self.changes.rdd.getNumPartitions(), 1)
+            parts = max(changes.rdd.getNumPartitions(), 1)
             self._frame = frame.coalesce(parts).persist()
         return self._frame
-
-    def _keys(self) -> DataFrame:
-        """The changed keys (read from the checkpointed changes, on the executors)."""
-        return self.changes.select(KEY)
 
     def text_pairs(self) -> DataFrame:
         """Every total as `text_pairs` (for the postgres sink's staging, on the executors)."""
