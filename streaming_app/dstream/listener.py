@@ -18,7 +18,7 @@ from streaming_app.common.prometheus import PartitionPosition, failed
 from streaming_app.dstream.checkpoint_watch import CheckpointWatch
 from streaming_app.recovery.guard import filesystem_for
 from streaming_app.settings.schema import AppConfig
-from streaming_app.state.figures import state_figures
+from streaming_app.state.figures import FIGURES
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class LoggingListener(StreamingListener):
             from streaming_app.sources.line_counts import batch_lines
 
             records = batch_lines(batch_ms)
-        keys, words = state_figures(batch_ms)
+        keys, words = FIGURES.take(batch_ms)
         return BatchMetrics(
             batch_time_ms=batch_ms,
             batch_interval_ms=self.batch_ms,

@@ -29,7 +29,7 @@ from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
 from streaming_app.recovery.checkpoint_lock import hold_for_run
 from streaming_app.settings.schema import AppConfig, is_local_path
-from streaming_app.state.figures import want_state_figures
+from streaming_app.state.figures import FIGURES
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
     stop = StopRequest()
     stop.install()
     # The state's keys and words per batch: one small job a batch no sink ran already.
-    want_state_figures(bool(config.metrics_file) or config.metrics_port is not None)
+    FIGURES.wanted = bool(config.metrics_file) or config.metrics_port is not None
     if config.source == "kafka":
         from streaming_app.sources.kafka.runtime import configure_runtime
 

@@ -17,7 +17,7 @@ from streaming_app.common.batch_time import epoch_ms
 from streaming_app.sinks.commit import mark_written
 from streaming_app.sinks.files_layout import format_value
 from streaming_app.state.buckets import rank
-from streaming_app.state.figures import note_state
+from streaming_app.state.observe import observe_state
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -49,7 +49,7 @@ def write_console(batch_time: datetime, state: RDD[Any], view: StateView, top_n:
     """
     print_line(batch_time, view.top(state, top_n))
     mark_written(epoch_ms(batch_time), "console")
-    note_state(batch_time, state, view)
+    observe_state(batch_time, state, view)
 
 
 def write_window_console(batch_time: datetime, rdd: RDD[tuple[str, Any]], top_n: int) -> None:

@@ -40,7 +40,7 @@ from streaming_app.sinks.files_layout import (
     totals_name,
 )
 from streaming_app.sinks.parts import write_parts
-from streaming_app.state.figures import note_state
+from streaming_app.state.observe import observe_state
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -199,7 +199,7 @@ def write_totals(
         lambda temp: write_parts(fs, view.lines(rdd, format_total), temp),
     )
     mark_written(batch_ms, "files")
-    note_state(batch_time, rdd, view)
+    observe_state(batch_time, rdd, view)
 
 
 def write_window_files(

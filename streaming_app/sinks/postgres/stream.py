@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.output_errors import app_errors_in_one_line
 from streaming_app.sources.positions import batch_position
-from streaming_app.state.figures import note_state
+from streaming_app.state.observe import observe_state
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -222,4 +222,4 @@ def _write_totals(
         )
     mark_written(batch_ms, "postgres")
     if view is not None:  # the state's RDD (without buckets, this is the changes')
-        note_state(batch_time, rdd, view)
+        observe_state(batch_time, rdd, view)
