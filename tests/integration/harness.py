@@ -35,6 +35,11 @@ def make_text(rng: random.Random, lines: int, words: int = 8) -> str:
     return "".join(" ".join(rng.choices(VOCABULARY, k=words)) + "\n" for _ in range(lines))
 
 
+def text_lines(rng: random.Random, lines: int) -> list[str]:
+    """`make_text`'s lines, as a list."""
+    return make_text(rng, lines).splitlines()
+
+
 def drop_file(input_dir: Path, name: str, data: bytes, mtime_ms: int | None = None) -> None:
     """Move a new file into the watched directory atomically, with a fresh (or given) mtime."""
     staging = input_dir.parent / (input_dir.name + ".staging")

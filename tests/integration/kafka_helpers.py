@@ -91,11 +91,20 @@ def kafka_windows(
     return windows_of(batches, ends, window_ms)
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+def _client_kwargs(bootstrap: str | KafkaConnection) -> dict[str, object]:
+    """kafka-python's arguments for a broker address, or a connection with its security."""
+    if isinstance(bootstrap, KafkaConnection):
+        return bootstrap.kafka_kwargs()
+    return {"bootstrap_servers": bootstrap}
+
+
+def committed_offsets(
+    bootstrap: str | KafkaConnection, group: str, topic: str
+) -> dict[int, int | None]:
     """The group's committed offset per partition."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    consumer = KafkaConsumer(**_client_kwargs(bootstrap), group_id=group, enable_auto_commit=False)
     try:
         partitions = sorted(consumer.partitions_for_topic(topic))
         return {p: consumer.committed(TopicPartition(topic, p)) for p in partitions}
@@ -103,11 +112,11 @@ def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int |
         consumer.close()
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def end_offsets(bootstrap: str | KafkaConnection, topic: str) -> dict[int, int]:
     """Each partition's end offset."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(**_client_kwargs(bootstrap))
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         return {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}

@@ -18,8 +18,8 @@ import pytest
 
 from streaming_app.tools.produce import produce
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
-from tests.integration.kafka_helpers import fresh_topic
+from tests.integration.harness import output_without_traces, text_lines, truth, wait_for_totals
+from tests.integration.kafka_helpers import committed_offsets, fresh_topic
 from tests.integration.kafka_sasl import SaslBroker, sasl_broker
 from tests.integration.kafka_tls import require_tools
 from tests.secrets_scan import find_secrets
@@ -39,22 +39,6 @@ def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
         yield broker
 
 
-def _lines(rng: random.Random, n: int) -> list[str]:
-    return make_text(rng, n).splitlines()
-
-
-def _committed(sasl: SaslBroker, group: str, topic: str) -> dict[int, int | None]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    kwargs = sasl.connection(PASSWORD).kafka_kwargs()
-    consumer = KafkaConsumer(**kwargs, group_id=group, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: consumer.committed(tp) for tp in tps}
-    finally:
-        consumer.close()
-
-
 def _assert_no_password_at_rest(dirs: dict[str, Path], topic: str, app: Any) -> None:
     """No file of the checkpoint or the output holds the password, read decoded (the
     search does read them: it finds the topic in the checkpoint); nor does the app's log."""
@@ -69,7 +53,7 @@ def test_exact_over_sasl_ssl_no_password_at_rest(
 ) -> None:
     rng = random.Random(47)
     topic, group = fresh_topic(f"sasl-{engine}"), fresh_topic("sasl-group")
-    sent = _lines(rng, 240)
+    sent = text_lines(rng, 240)
     produce(sasl.connection(PASSWORD), topic, iter(sent), None, 0, 3)
     config = sasl.ini(tmp_path / "kafka-sasl.ini", "SCRAM-SHA-256")
     before = len(sasl.proxy_lines("authenticated"))
@@ -79,12 +63,12 @@ def test_exact_over_sasl_ssl_no_password_at_rest(
         env=ENV,
     )  # fmt: skip
     wait_for_totals(dirs["output"], truth(sent), app, timeout=120)
-    more = _lines(rng, 60)
+    more = text_lines(rng, 60)
     produce(sasl.connection(PASSWORD), topic, iter(more), None, 0, 3)
     wait_for_totals(dirs["output"], truth(sent + more), app)
     assert app.terminate() == 0
     # The group's commits went through SASL too: some offset of the topic is committed.
-    assert any(_committed(sasl, group, topic).values())
+    assert any(committed_offsets(sasl.connection(PASSWORD), group, topic).values())
     authenticated = sasl.proxy_lines("authenticated")[before:]
     assert authenticated and all(f"user={USER} mechanism=SCRAM-SHA-256" in a for a in authenticated)
     _assert_no_password_at_rest(dirs, topic, app)
@@ -98,7 +82,7 @@ def test_produce_with_scram_sha_512_and_the_password_from_the_environment(
 
     topic = fresh_topic("sasl-512")
     corpus = tmp_path / "corpus.txt"
-    lines = _lines(random.Random(53), 50)
+    lines = text_lines(random.Random(53), 50)
     corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = sasl.ini(tmp_path / "kafka-sasl.ini", "SCRAM-SHA-512")
     sender = start_app(

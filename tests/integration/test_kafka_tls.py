@@ -19,17 +19,16 @@ from typing import Any
 
 import pytest
 
-from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import produce
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import (
     free_port,
-    make_text,
     output_without_traces,
+    text_lines,
     truth,
     wait_for_totals,
 )
-from tests.integration.kafka_helpers import fresh_topic
+from tests.integration.kafka_helpers import committed_offsets, end_offsets, fresh_topic
 from tests.integration.kafka_tls import (
     TlsBroker,
     TlsFiles,
@@ -69,10 +68,6 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     return make_tls_files(tmp_path_factory.mktemp("tls-files"), KEY_PASSWORD)
 
 
-def lines_of(rng: random.Random, n: int) -> list[str]:
-    return make_text(rng, n).splitlines()
-
-
 def _api_versions_answered(broker: TlsBroker, context: ssl.SSLContext) -> bool:
     """Whether the broker answers an ApiVersions request over TLS with this context."""
     host, port = broker.bootstrap.rsplit(":", 1)
@@ -88,38 +83,16 @@ def _api_versions_answered(broker: TlsBroker, context: ssl.SSLContext) -> bool:
         return False
 
 
-def _committed(connection: KafkaConnection, group: str, topic: str) -> dict[int, int | None]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**connection.kafka_kwargs(), group_id=group, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: consumer.committed(tp) for tp in tps}
-    finally:
-        consumer.close()
-
-
-def _ends(connection: KafkaConnection, topic: str) -> dict[int, int | None]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**connection.kafka_kwargs())
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        return {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}
-    finally:
-        consumer.close()
-
-
 def _wait_group_reached(
-    tls: TlsBroker, group: str, topic: str, ends: dict[int, int | None] | None = None
+    tls: TlsBroker, group: str, topic: str, ends: dict[int, int] | None = None
 ) -> None:
     """Wait until the group's committed offsets reach `ends` (default: the topic's end)."""
     connection = tls.connection()
-    ends = ends or _ends(connection, topic)
+    ends = ends or end_offsets(connection, topic)
     deadline = time.monotonic() + 30
     while True:
-        committed = _committed(connection, group, topic)
-        if all((committed.get(p) or 0) >= (end or 0) for p, end in ends.items()):
+        committed = committed_offsets(connection, group, topic)
+        if all((committed.get(p) or 0) >= end for p, end in ends.items()):
             return
         assert time.monotonic() < deadline, (committed, ends)
         time.sleep(0.5)
@@ -152,7 +125,7 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
     rng = random.Random(41)
     topic, group = fresh_topic("tls"), fresh_topic("tls-group")
     config = tls.ini(tmp_path / "kafka-tls.ini")
-    first_lines = lines_of(rng, 240)
+    first_lines = text_lines(rng, 240)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(first_lines) + "\n", encoding="utf-8")
     # `streaming-app produce`: the TLS settings from the config file, the password from env.
@@ -180,7 +153,7 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
     _tls_ini(config, tls.files, ssl_keyfile=str(rotated_key))
-    more = lines_of(rng, 150)
+    more = text_lines(rng, 150)
     produce(tls.connection(), topic, iter(more), None, 0, 3)
     second = start_app(*args, env={**ENV, "STREAMING_APP_SSL_PASSWORD": ROTATED_PASSWORD})
     second.wait_for_log(DSTREAM_RECOVERED)
@@ -197,7 +170,7 @@ def test_structured_exact_over_tls_no_password_in_the_checkpoint(
 ) -> None:
     rng = random.Random(43)
     topic, group = fresh_topic("tls-ss"), fresh_topic("tls-ss-group")
-    sent = lines_of(rng, 240)
+    sent = text_lines(rng, 240)
     produce(tls.connection(), topic, iter(sent), None, 0, 3)
     config = tls.ini(tmp_path / "kafka-tls.ini")
     app = start_app(
@@ -207,8 +180,8 @@ def test_structured_exact_over_tls_no_password_in_the_checkpoint(
     )  # fmt: skip
     app.wait_for_log(STRUCTURED_STARTED)
     wait_for_totals(dirs["output"], truth(sent), app, timeout=120)
-    first_ends = _ends(tls.connection(), topic)
-    more = lines_of(rng, 60)
+    first_ends = end_offsets(tls.connection(), topic)
+    more = text_lines(rng, 60)
     produce(tls.connection(), topic, iter(more), None, 0, 3)
     wait_for_totals(dirs["output"], truth(sent + more), app)
     # Spark hands a micro-batch's end to the source's commit when it plans the next one:
