@@ -103,7 +103,7 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
     # spark-submit, the JVM's SIGTERM).
     set_graceful_stop_timeout(ssc, config.stop_timeout)
     try:
-        reason = await_stop(ssc, stop, config.duration)
+        reason = await_stop(ssc, stop, config.duration, config.checkpoint_dir)
     except StreamingAppError:
         # The run ends with the error's one line; the jobs this stop interrupts would each
         # log their interruption with a stack trace.

@@ -17,13 +17,14 @@ from streaming_app.settings.schema import AppConfig
 log = logging.getLogger(__name__)
 
 
-def await_stop(ssc: Any, stop: StopRequest, duration: float | None) -> str:
+def await_stop(ssc: Any, stop: StopRequest, duration: float | None, checkpoint_dir: str) -> str:
     """Block until a stop is requested or the duration ends; raise if the stream fails."""
     from py4j.protocol import Py4JError
 
     return wait_for_stop(
-        ssc.awaitTerminationOrTimeout, Py4JError, stop, duration, "the streaming context", "a batch"
-    )
+        ssc.awaitTerminationOrTimeout, Py4JError, stop, duration,
+        "the streaming context", "a batch", checkpoint_dir,
+    )  # fmt: skip
 
 
 def set_graceful_stop_timeout(ssc: Any, seconds: float) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from streaming_app.common.failure_text import failure_summary, failure_text, java_summary
 from streaming_app.common.metrics_recorder import note_stopping
-from streaming_app.common.prometheus import beat, begin_stop
+from streaming_app.common.prometheus import beat, begin_stop, failed
 from streaming_app.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -34,6 +34,7 @@ from streaming_app.errors import (
     StreamingAppError,
     StreamingFailedError,
 )
+from streaming_app.recovery.writable import unwritable
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,11 @@ def wait_for_stop(
     duration: float | None,
     stream: str,
     batch: str,
+    checkpoint_dir: str | None = None,
 ) -> str:
     """Either engine's wait: `wait(seconds)` returns whether the stream ended, or raises
-    `failure` when it failed; returns the stop's reason, or raises StreamingFailedError."""
+    `failure` when it failed; returns the stop's reason, or raises StreamingFailedError
+    (one that names the checkpoint directory when it cannot be written now)."""
     deadline = time.monotonic() + duration if duration else None
     while True:
         try:
@@ -132,7 +135,7 @@ def wait_for_stop(
                 # E.g. a batch that gave up waiting for the broker because of the stop.
                 log.info("%s failed while stopping: %s", batch, java_summary(exc))
                 return _stopping(stop.reason)
-            raise stream_failure(exc) from None
+            raise _checkpoint_failure(stream_failure(exc), checkpoint_dir) from None
         if stop.event.is_set():
             # Checked first: under spark-submit a signal sent to the whole process group
             # also makes the JVM stop the context itself (stopGracefullyOnShutdown).
@@ -141,6 +144,23 @@ def wait_for_stop(
             raise StreamingFailedError(f"{stream} stopped unexpectedly")
         if deadline is not None and time.monotonic() >= deadline:
             return _stopping(f"duration of {duration:g} s reached")
+
+
+def _checkpoint_failure(error: StreamingAppError, checkpoint_dir: str | None) -> StreamingAppError:
+    """`error`, or, when the stream failed where the checkpoint directory cannot be written
+    now (a full disk, a permission: recovery/writable.py), the error that says so and what
+    to do, counted as a failed checkpoint."""
+    if checkpoint_dir is None or type(error) is not StreamingFailedError:
+        return error  # one of the app's own errors already says what to fix
+    reason = unwritable(checkpoint_dir)
+    if reason is None:
+        return error
+    failed("checkpoint")
+    return StreamingFailedError(
+        f"streaming failed: the checkpoint directory {checkpoint_dir} cannot be written "
+        f"({reason}); free space there or fix its permissions: a restart then resumes "
+        "from the checkpoint"
+    )
 
 
 def _stopping(reason: str) -> str:

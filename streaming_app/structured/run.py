@@ -125,7 +125,7 @@ def _run(config: AppConfig) -> int:
         reason = wait_for_stop(
             # StreamingQueryException (a micro-batch failed) has no common base but Exception.
             partial(await_any, queries), Exception, stop, config.duration,
-            "the streaming query", "a micro-batch",
+            "the streaming query", "a micro-batch", config.checkpoint_dir,
         )  # fmt: skip
     except StreamingAppError:
         # The run ends with the error's one line: Spark would log the failed micro-batch
