@@ -12,6 +12,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the test extra
 
 from streaming_app.cli.main import cli
+from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, PRELOADED
 from streaming_app.settings.loading import load_config
 from streaming_app.settings.schema import AppConfig
 
@@ -114,12 +115,12 @@ def option_names(command_name: str) -> set[str]:
 def test_images_are_the_official_ones_with_pinned_tags() -> None:
     kafka_tag = image_tag(SERVICES["kafka"]["image"], "apache/kafka")
     assert PINNED_TAG.match(kafka_tag), f"apache/kafka:{kafka_tag} is not a pinned version"
-    for service in ("spark-master", "spark-worker"):
-        tag = image_tag(SERVICES[service]["image"], "apache/spark")
-        assert PINNED_TAG.match(tag), f"{service}: apache/spark:{tag} is not a pinned version"
-        assert "python3" in tag, f"{service}: apache/spark:{tag} has no Python for executors"
-    master, worker = SERVICES["spark-master"]["image"], SERVICES["spark-worker"]["image"]
-    assert master == worker, f"spark-master runs {master} but spark-worker {worker}"
+    tag = image_tag(SERVICES["spark-master"]["image"], "apache/spark")
+    assert PINNED_TAG.match(tag), f"spark-master: apache/spark:{tag} is not a pinned version"
+    assert "python3" in tag, f"spark-master: apache/spark:{tag} has no Python for executors"
+    # The worker runs the app's image, built FROM the master's (the test below).
+    worker = SERVICES["spark-worker"]
+    assert worker["image"] == SERVICES["app"]["image"], f"spark-worker runs {worker['image']}"
 
 
 def test_the_app_image_is_the_cluster_spark_image_with_the_same_pyspark() -> None:
@@ -232,8 +233,15 @@ def test_the_driver_is_launched_for_the_cluster() -> None:
     assert master == docker_config().master, f"{where} --master {master} differs from docker.ini"
     confs = {launch[i + 1] for i, arg in enumerate(launch) if arg == "--conf"}
     assert "spark.driver.host=app" in confs, "executors reach the driver by its service name"
-    py_files = value_of(launch, "--py-files", where)
-    assert py_files in DOCKERFILE, f"the Dockerfile does not build {py_files}"
+    # Nothing shipped (the driver's file server, which answers anyone, hands out nothing):
+    # the worker's executors import the app installed in the image and start its daemon.
+    assert "--py-files" not in launch and "--archives" not in launch, launch
+    assert f"{DAEMON_MODULE}={PRELOADED}" in confs, f"{where}: the executors' daemon"
+    worker = SERVICES["spark-worker"]
+    assert worker.get("image") == SERVICES["app"]["image"] and "build" in worker, (
+        "the worker must run the app's image (the app installed in its Python)"
+    )
+    assert "pip install" in DOCKERFILE and "/app" in DOCKERFILE
 
 
 def test_the_cluster_is_secured_with_conf_secure_and_one_secret_volume() -> None:
