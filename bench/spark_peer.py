@@ -36,6 +36,11 @@ from streaming_app.tools.processes import kill_group, stop_group
 # of those of Spark's split.
 APP_TOKENIZER = "--app-tokenizer"
 ENGINE_SETTINGS = "--engine-settings"
+# The app's output in the exact configuration, written the way Spark's docs write a
+# foreachBatch sink: each micro-batch's changed totals as text and, every
+# `EVERY_TOTAL_BATCHES`, every total twice (the files base and the snapshot).
+APP_OUTPUT = "--app-output"
+EVERY_TOTAL_BATCHES = 10  # the exact configuration's checkpoint interval, in batches
 SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -124,6 +129,7 @@ def structured(
     kafka: str | None = None,
     engine_settings: bool = False,
     app_tokenizer: bool = False,
+    app_output: bool = False,
 ) -> None:
     """The Structured Streaming word count: one JSON line per progress, until SIGTERM.
 
@@ -133,7 +139,9 @@ def structured(
     its worker daemon) instead of Spark's defaults, and its JVM launch (the class
     archive). app_tokenizer: the words of the DStream jobs' tokenizer, which the
     structured engine runs too (`count_words` per partition in `mapInArrow`, then
-    `groupBy(word).agg(sum(n))`), instead of Spark's `split`."""
+    `groupBy(word).agg(sum(n))`), instead of Spark's `split`. app_output (with
+    app_tokenizer): the app's output to the `output` directory beside the checkpoint,
+    through foreachBatch (`output_batch`), instead of the `noop` sink."""
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, explode, lower, split
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -192,10 +200,14 @@ def structured(
                 explode(split(lower(col("value")), r"[^\p{L}\p{N}]+")).alias("word")
             ).where(col("word") != "")
             counts = words.groupBy("word").count()
+        writer = counts.writeStream.outputMode("update")
+        if app_output:
+            output = str(Path(checkpoint_dir).parent / "output")
+            writer = writer.foreachBatch(output_batch(output, checkpoint_dir))
+        else:
+            writer = writer.format("noop")
         query = (
-            counts.writeStream.outputMode("update")
-            .format("noop")
-            .trigger(processingTime=f"{BATCH_S} seconds")
+            writer.trigger(processingTime=f"{BATCH_S} seconds")
             .option("checkpointLocation", checkpoint_dir)
             .start()
         )
@@ -206,6 +218,35 @@ def structured(
         query.stop()
     finally:
         spark.stop()
+
+
+def output_batch(output: str, checkpoint_dir: str) -> Callable[[Any, int], None]:
+    """foreachBatch as Spark's docs write one with more than one output: the micro-batch
+    persisted, each output written by Spark's text writer, unpersisted. Each micro-batch
+    its changed totals (`key<TAB>total`); every `EVERY_TOTAL_BATCHES`, every total as well
+    (the state of the micro-batch before, read with Spark's state data source, the changed
+    totals laid over it), written twice, as the files base and the snapshot are."""
+    from pyspark.sql.functions import col, concat_ws
+
+    def lines(frame: Any) -> Any:
+        return frame.select(concat_ws("\t", col("key"), col("total").cast("string")))
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.persist()
+        lines(batch).write.mode("overwrite").text(f"{output}/delta-{batch_id}")
+        if batch_id > 0 and batch_id % EVERY_TOTAL_BATCHES == 0:
+            spark = batch.sparkSession
+            state = spark.read.format("statestore").option("batchId", batch_id - 1)
+            before = state.load(checkpoint_dir)
+            before = before.select(col("key.key").alias("key"), col("value.sum").alias("total"))
+            every = before.join(batch.select("key"), "key", "left_anti").unionByName(batch)
+            every = every.coalesce(SHUFFLE_PARTITIONS).persist()
+            for kind in ("base", "snapshot"):
+                lines(every).write.mode("overwrite").text(f"{output}/{kind}-{batch_id}")
+            every.unpersist()
+        batch.unpersist()
+
+    return write
 
 
 def engine_conf() -> dict[str, str]:
@@ -258,12 +299,17 @@ def main() -> None:
         action="store_true",
         help="count the DStream jobs' words (mapInArrow) instead of split's",
     )
+    parser.add_argument(
+        APP_OUTPUT,
+        action="store_true",
+        help=f"with {APP_TOKENIZER}: write the app's output (foreachBatch) instead of noop",
+    )
     options = parser.parse_args()
     if not (options.input_dir or options.kafka):
         parser.error("--input-dir or --kafka")
     structured(
         options.input_dir, options.checkpoint_dir, options.progress_file,
-        options.kafka, options.engine_settings, options.app_tokenizer,
+        options.kafka, options.engine_settings, options.app_tokenizer, options.app_output,
     )  # fmt: skip
 
 

@@ -394,3 +394,20 @@ def test_the_scrape_table_has_both_sides_the_scrapes_and_the_target() -> None:
     found["sides"][1].update(ratio_words=1.0)
     found["scrapes"] = 0  # never scraped: no figure to meet the target with
     assert "**not met**" in "\n".join(scrape_report(found))
+
+
+def test_the_structured_floor_report_puts_the_app_over_each_peer() -> None:
+    from bench.structured_floor import floor_report
+
+    def run(median: float, rate: int) -> dict[str, Any]:
+        return {
+            "processing_s": median, "runs_processing_s": [median, median + 0.1],
+            "mean_words_per_s": rate, "runs_mean_words_per_s": [rate, rate - 1000],
+        }  # fmt: skip
+
+    found = {"app": run(1.0, 500_000), "noop": run(0.8, 700_000), "output": run(1.1, 495_000)}
+    rows = floor_report(found)
+    app, noop, output = rows[2:]
+    assert app.startswith("| the app, ") and app.endswith("| 1 |")
+    assert "| 0.8 s | 0.8, 0.9 | 700,000 | 700,000, 699,000 | 1.25x, 1.40x |" in noop
+    assert output.endswith("| 0.91x, 0.99x |")
