@@ -26,15 +26,26 @@ PROBE_BYTES = 4096  # a page: a full tmpfs refuses even one byte, a full disk on
 
 
 def unwritable(directory: str) -> str | None:
-    """Why `directory` cannot be written now (one line), None if a small file can."""
-    fs = filesystem_for(directory)
+    """Why `directory` cannot be written now (one line); None if a small file can, or if
+    the question cannot be put (the JVM of a Hadoop file system gone)."""
     path = join(directory, f"{PROBE_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
+        fs = filesystem_for(directory)
         fs.write_atomic(path, b"\0" * PROBE_BYTES)
-    except Exception as exc:  # OSError here, a Java IOException through Hadoop
-        return exc.strerror if isinstance(exc, OSError) and exc.strerror else java_summary(exc)
-    finally:
-        # Nothing was written, or the probe goes now.
-        with contextlib.suppress(Exception):
-            fs.delete(path)
+    except Exception as exc:
+        return _reason(exc)
+    # Written: the probe goes at once (its failure to go is no answer either).
+    with contextlib.suppress(Exception):
+        fs.delete(path)
+    return None
+
+
+def _reason(exc: Exception) -> str | None:
+    """What a failed probe says of the directory: a local file system's error, or Hadoop's
+    through the JVM; None for a JVM that is gone or did not answer (Py4J's network
+    errors), which says nothing of the directory."""
+    if getattr(exc, "java_exception", None) is not None:
+        return java_summary(exc)
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        return exc.strerror or str(exc)
     return None

@@ -60,3 +60,40 @@ def test_other_failures_keep_their_own_message(
     assert stopping._checkpoint_failure(own, "/data/ckpt") is own
     assert stopping._checkpoint_failure(bare, None) is bare
     assert counted == []
+
+
+class _Refusing:
+    """A Hadoop file system whose writes raise `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        raise self.error
+
+    def delete(self, path: str) -> None:
+        raise AssertionError("nothing was written")
+
+
+class _JavaError(Exception):
+    """Py4J's error for a Java exception: it carries the Java exception."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.java_exception = self
+
+    def toString(self) -> str:  # noqa: N802 (Java's name)
+        return str(self)
+
+
+def test_a_remote_directory_that_refuses_says_why_and_a_gone_jvm_says_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from streaming_app.recovery import writable
+
+    quota = _JavaError("org.apache.hadoop.hdfs.protocol.DSQuotaExceededException: quota")
+    monkeypatch.setattr(writable, "filesystem_for", lambda d: _Refusing(quota))
+    assert unwritable("hdfs://nn/ckpt") == "DSQuotaExceededException: quota"
+    gone = ConnectionError("Answer from Java side is empty")  # no Java exception: no JVM
+    monkeypatch.setattr(writable, "filesystem_for", lambda d: _Refusing(gone))
+    assert unwritable("hdfs://nn/ckpt") is None
