@@ -146,6 +146,24 @@ def _run(config: AppConfig) -> int:
             config.stop_timeout,
         )
         hard_stop(spark)
+    quiet_state_store_maintenance(spark.sparkContext)
     spark.stop()
     log.info("Stopped")
     return EXIT_OK
+
+
+# Spark's state store maintenance runs on a timer of its own (session.py: every 2 s); one
+# that fires while `spark.stop()` tears the JVM down logs a warning with a stack trace
+# (`SparkEnv not active, cannot do maintenance on StateStores`). The queries have stopped
+# by then: there is nothing left to maintain, and the next start maintains the store.
+STATE_STORE_LOGGER = "org.apache.spark.sql.execution.streaming.state.StateStore"
+
+
+def quiet_state_store_maintenance(sc: Any) -> None:
+    """Only errors from Spark's state store logger from now on (log4j2's Configurator)."""
+    try:
+        jvm = sc._jvm
+        level = jvm.org.apache.logging.log4j.Level.ERROR
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(STATE_STORE_LOGGER, level)
+    except Exception:  # a stopped JVM: nothing is left to log
+        log.debug("could not quiet the state store's log", exc_info=True)
