@@ -51,6 +51,7 @@ from streaming_app.structured.totals import EveryTotal, text_pairs
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from streaming_app.common.hadoop_fs import HadoopFs
     from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,10 @@ class BatchSinks:
             self._write(batch, batch_id, started)
 
     def _write(self, batch: DataFrame, batch_id: int, started: float) -> None:
-        due = self._plan(batch, batch_id)
+        from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
+
+        checkpoint = HadoopFs(batch.sparkSession.sparkContext, self.config.checkpoint_dir)
+        due = self._plan(checkpoint, batch_id)
         # The micro-batch runs once, whatever the sinks read of it: inside the pass where
         # nothing else reads its changed totals, else into the executors' blocks first.
         changes = Changes(batch, needs_copy(self.config.sinks, due.base, due.snapshot))
@@ -124,16 +128,14 @@ class BatchSinks:
             batch.sparkSession, self.config.checkpoint_dir, batch_id, changes.checkpointed
         )
         try:
-            self._sinks(changes, due, every, started)
+            self._sinks(changes, due, every, checkpoint, started)
         finally:
             every.release()
 
-    def _plan(self, batch: DataFrame, batch_id: int) -> Due:
-        """What micro-batch `batch_id` writes, from the offsets log (before it runs)."""
-        from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
-
+    def _plan(self, checkpoint: HadoopFs, batch_id: int) -> Due:
+        """What micro-batch `batch_id` writes, from the offsets log in `checkpoint` (before
+        it runs)."""
         config = self.config
-        checkpoint = HadoopFs(batch.sparkSession.sparkContext, config.checkpoint_dir)
         batch_ms = batch_timestamp(checkpoint, config.checkpoint_dir, batch_id)
         if batch_ms is None:
             raise CheckpointError(f"micro-batch {batch_id} has no entry in the offsets log")
@@ -159,7 +161,9 @@ class BatchSinks:
             )
         return Due(batch_id, batch_ms, before, context, files, base, snapshot)
 
-    def _sinks(self, changes: Changes, due: Due, every: EveryTotal, started: float) -> None:
+    def _sinks(
+        self, changes: Changes, due: Due, every: EveryTotal, checkpoint: HadoopFs, started: float
+    ) -> None:
         from streaming_app.common.hadoop_fs import HadoopFs  # needs the JVM: driver side only
 
         config = self.config
@@ -181,7 +185,6 @@ class BatchSinks:
                 )
                 written.append(f"files: {kind}")
             elif sink == "postgres":
-                checkpoint = HadoopFs(sc, config.checkpoint_dir)
                 entry = offsets_entry(checkpoint, config.checkpoint_dir, due.batch_id)
                 offset = entry.sources[0] if entry is not None and entry.sources else None
                 rows = text_pairs(changes.checkpointed())

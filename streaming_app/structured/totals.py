@@ -46,20 +46,19 @@ def every_total(
     checkpoint: str,
     batch_id: int,
     changes: DataFrame,
-    keys: Callable[[], DataFrame],
 ) -> DataFrame:
     """Every total after micro-batch `batch_id`, whose changed totals are `changes`.
 
     Micro-batch 0 changed every total there is (a restored snapshot's come in as its
     input); a later one's are laid over the committed totals of the one before, all but
-    those of `keys()` (the changed keys). `changes` must be checkpointed (sinks.py): a
-    plan that reads a micro-batch's own frame twice gets a new instance of it the second
-    time, which misses its cache, and Spark runs the micro-batch's state operator again.
+    those of the changed keys. `changes` must be checkpointed (changes.py): a plan that
+    reads a micro-batch's own frame twice gets a new instance of it the second time,
+    which misses its cache, and Spark runs the micro-batch's state operator again.
     """
     if batch_id == 0:
         return changes
     before = state_totals(spark, checkpoint, batch_id - 1)
-    kept = before.join(keys(), KEY, "left_anti")
+    kept = before.join(changes.select(KEY), KEY, "left_anti")
     return kept.unionByName(changes)
 
 
@@ -91,9 +90,7 @@ class EveryTotal:
         """Every total as a frame of (key, total), cached until `release`."""
         if self._frame is None:
             changes = self.changes()
-            frame = every_total(
-                self.spark, self.checkpoint, self.batch_id, changes, lambda: changes.select(KEY)
-            )
+            frame = every_total(self.spark, self.checkpoint, self.batch_id, changes)
             # One part per state partition, as the state has (the union doubles them).
             parts = max(changes.rdd.getNumPartitions(), 1)
             self._frame = frame.coalesce(parts).persist()
