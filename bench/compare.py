@@ -1,27 +1,27 @@
 """A change's before and after: the app at a git revision against this checkout, side by side.
 
-    python bench/compare.py REV [--sizes 20000,140000] [--rounds 3] [--workdir DIR]
-    python bench/compare.py REV --keys 1000000 [--rounds 2]
+    python bench/run.py compare REV [--sizes 20000,140000] [--rounds 3] [--workdir DIR]
+    python bench/run.py compare REV --keys 1000000 [--rounds 2]
 
 Exports REV with `git archive` into the work directory, loads one topic as the
 throughput benchmark does, and runs the app from REV and from this checkout on it, once
 per batch size and side, `--rounds` rounds interleaved (REV, this, REV, this, ...); per
-size, the median processing time of a batch on each side and whether each side keeps up
-(as bench/throughput.py decides it). The throughput benchmark's baseline (kafka-python and
-`Counter` in one process, median of 5 runs over 200,000 lines) runs on the same topic,
-so each side's sustained rate has its ratio to it. Both sides use this virtualenv's
-packages. Prints Markdown for docs/benchmarks.md.
+size, the median processing time of a batch on each side and whether each side keeps
+up (as bench/throughput/throughput.py decides it). The throughput benchmark's baseline
+(kafka-python and `Counter` in one process, median of 5 runs over 200,000 lines) runs on
+the same topic, so each side's sustained rate has its ratio to it. Both sides use this
+virtualenv's packages. Prints Markdown for docs/benchmarks.md.
 
-With --keys N, the topic is bench/state_size.py's state of N keys instead (every key once,
+With --keys N, the topic is bench/state/state_size.py's state of N keys instead (every key once,
 then 100,000 Zipf lines over them, in batches of 20,000 lines), and the figures are
 those of the batches after the state is full: what a change does to a large state.
 
-With --exact, --cost-vs-state or --million the sides run bench/exact.py's and
-bench/state_cost.py's measures instead, in the exact configuration (files + console
+With --exact, --cost-vs-state or --million the sides run bench/throughput/exact.py's and
+bench/state/state_cost.py's measures instead, in the exact configuration (files + console
 sinks), and it prints their tables with a row per side:
 
-    python bench/compare.py REV --exact [--sizes 20000,60000,200000] [--rounds 3]
-    python bench/compare.py REV --cost-vs-state [10000,100000,1000000] [--million]
+    python bench/run.py compare REV --exact [--sizes 20000,60000,200000] [--rounds 3]
+    python bench/run.py compare REV --cost-vs-state [10000,100000,1000000] [--million]
 """
 
 from __future__ import annotations
@@ -34,23 +34,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.exact import exact_report, exact_throughput
-from bench.harness import (
-    BATCH_S,
-    WORDS_PER_LINE,
-    baseline_seconds,
-    broker,
-    load_topic,
-    median,
-    write_json,
-)
-from bench.rates import interleaved, runner
+from bench.harness.app import BATCH_S
+from bench.harness.corpus import WORDS_PER_LINE, baseline_seconds, broker, load_topic
+from bench.harness.rates import interleaved, runner
+from bench.harness.results import median, write_json
 from bench.run import FULL, SMOKE, cost_plan
-from bench.state_cost import cost_vs_state_report, million_report, state_cost
-from bench.state_size import key_topic
-from bench.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
+from bench.state.state_cost import cost_vs_state_report, million_report, state_cost
+from bench.state.state_size import key_topic
+from bench.throughput.exact import exact_report, exact_throughput
+from bench.throughput.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
 from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +127,7 @@ def keys_table(rev: str, keys: int, found: dict[str, Any]) -> str:
 
 
 def sustained(rows: list[dict[str, Any]], side: str) -> int:
-    """Words/s of one side's sustained batch size, as bench/throughput.py decides it."""
+    """Words/s of one side's sustained batch size, as bench/throughput/throughput.py decides it."""
     tried = [{"batch_lines": r["batch_lines"], "keeps_up": size_keeps_up(r[side])} for r in rows]
     return sustained_lines(tried) * WORDS_PER_LINE // BATCH_S
 
@@ -201,20 +193,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the git revision to compare this checkout with")
     parser.add_argument(
-        "--sizes", help="lines per batch, commas [20000,140000; --exact: bench/exact.py's]"
+        "--sizes",
+        help="lines per batch, commas [20000,140000; --exact: bench/throughput/exact.py's]",
     )
     parser.add_argument("--keys", type=int, help="compare on a state of this many keys")
     parser.add_argument(
         "--exact",
         action="store_true",
-        help="the throughput in the exact configuration (bench/exact.py)",
+        help="the throughput in the exact configuration (bench/throughput/exact.py)",
     )
     parser.add_argument(
         "--cost-vs-state",
         nargs="?",
         metavar="KEYS,...",
         const="default",
-        help="the cost against the state size (bench/state_cost.py) [10000,100000,1000000]",
+        help="the cost against the state size (bench/state/state_cost.py) [10000,100000,1000000]",
     )
     parser.add_argument(
         "--million", action="store_true", help="1M keys, snapshots on and off (state_cost.py)"
@@ -254,7 +247,3 @@ def main() -> None:
         sizes = [int(s) for s in (options.sizes or "20000,140000").split(",")]
         print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
     print(f"\n(logs and metrics in {workdir})", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

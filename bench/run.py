@@ -1,18 +1,21 @@
-"""Benchmarks of streaming_app: throughput against a single-process baseline, and recovery.
+"""The benchmarks' one entry point: the suite of docs/benchmarks.md, or one benchmark alone.
 
     python bench/run.py [--smoke] [--only NAME,...] [--update-docs]
+    python bench/run.py COMMAND [its options; --help]    (the commands: COMMANDS below)
 
 Everything runs here, on loopback: a Kafka-protocol broker (tansu, or KAFKA_BOOTSTRAP),
 the app as a subprocess in local[2] mode, the baseline in this process. Figures are
 medians of repeated runs, measured side by side in one invocation; see docs/benchmarks.md.
 This module runs the benchmarks (each in a module of its own), records results.json and
 writes the report. `--only` runs some of them; `--update-docs` then replaces only their
-blocks of docs/benchmarks.md (bench/docs.py).
+blocks of docs/benchmarks.md (bench/harness/docs.py). A command runs one benchmark that is
+no part of the suite, or one of the suite's with options of its own (their modules' mains).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import tempfile
 import time
@@ -22,18 +25,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.checkpoint import CHECKPOINT_BATCHES, checkpoint_cost, checkpoint_report
-from bench.docs import block, update_docs
-from bench.exact import EXACT_SIZES, HEADLINE_LINES, exact_report, exact_throughput
-from bench.harness import broker, machine, write_json
-from bench.micro import micro, micro_report, per_line, per_line_report
-from bench.peer import peer, peer_report
-from bench.quix import QUIX_LINES, quix_bench, quix_report
-from bench.recovery import recovery, recovery_report
-from bench.scrape import SCRAPE_LINES, scrape_cost, scrape_report
-from bench.security import SECURITY_LINES, security_cost
-from bench.security_report import security_report
-from bench.state_cost import (
+from bench.costs.scrape import SCRAPE_LINES, scrape_cost, scrape_report
+from bench.costs.security import SECURITY_LINES, security_cost
+from bench.costs.security_report import security_report
+from bench.harness.corpus import broker
+from bench.harness.docs import block, update_docs
+from bench.harness.results import machine, write_json
+from bench.peers.peer import peer, peer_report
+from bench.peers.quix import QUIX_LINES, quix_bench, quix_report
+from bench.state.recovery import recovery, recovery_report
+from bench.state.state_cost import (
     MILLION,
     NO_SNAPSHOTS,
     SNAPSHOTS,
@@ -42,8 +43,25 @@ from bench.state_cost import (
     million_report,
     state_cost,
 )
-from bench.state_size import LAYOUTS, state_growth, state_of_keys, state_report
-from bench.throughput import BATCH_SIZES, OPTIMIZATIONS, throughput, throughput_report
+from bench.state.state_size import LAYOUTS, state_growth, state_of_keys, state_report
+from bench.throughput.checkpoint import CHECKPOINT_BATCHES, checkpoint_cost, checkpoint_report
+from bench.throughput.exact import EXACT_SIZES, HEADLINE_LINES, exact_report, exact_throughput
+from bench.throughput.micro import micro, micro_report, per_line, per_line_report
+from bench.throughput.throughput import BATCH_SIZES, OPTIMIZATIONS, throughput, throughput_report
+
+# The benchmarks run alone, each with options of its own: command -> module (its main()).
+COMMANDS = {
+    "checkpoint": "bench.throughput.checkpoint",
+    "compare": "bench.compare",
+    "driver-cost": "bench.costs.driver_cost",
+    "engines": "bench.peers.engines",
+    "memory-run": "bench.state.memory_run",
+    "peer": "bench.peers.peer",
+    "profile": "bench.throughput.profile_run",
+    "sink-pass": "bench.throughput.sink_pass",
+    "small-state": "bench.throughput.small_state",
+    "structured-floor": "bench.peers.structured_floor",
+}
 
 # Every benchmark, in the order of the report; a full run runs them all.
 BENCHMARKS = ("exact", "throughput", "micro", "checkpoint", "state", "cost-vs-state",
@@ -129,7 +147,7 @@ def measure(names: list[str], smoke: bool, sizes: dict[str, Any], workdir: Path)
 
 
 def cost_plan(names: list[str], sizes: dict[str, Any]) -> list[tuple[int, str]]:
-    """The (keys, variant) runs of bench/state_cost.py that the named benchmarks need."""
+    """The (keys, variant) runs of bench/state/state_cost.py that the named benchmarks need."""
     plan = []
     if "cost-vs-state" in names:
         plan += [(keys, SNAPSHOTS) for keys in sizes["state_keys"]]
@@ -191,9 +209,23 @@ def selected(only: str | None) -> list[str]:
     return [n for n in BENCHMARKS if n in names]
 
 
+def run_command(argv: list[str]) -> None:
+    """One benchmark alone: its module's main() parses the rest of the command line (its
+    usage reads `run.py COMMAND`)."""
+    name, *rest = argv
+    sys.argv = [f"run.py {name}", *rest]
+    importlib.import_module(COMMANDS[name]).main()
+
+
 def main() -> None:
     """Run the benchmarks and print (and optionally record) the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        run_command(sys.argv[1:])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"commands (each with --help): {', '.join(COMMANDS)}",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness")
     known = ", ".join(BENCHMARKS)
     parser.add_argument("--only", metavar="NAME,...", help=f"run only these, of: {known}")

@@ -1,7 +1,7 @@
 """A Kafka broker that demands TLS with client certificates: tansu behind stunnel.
 
 For development, the Kafka TLS tests (tests/integration/kafka_tls.py) and the security
-benchmark (bench/security.py); it needs `openssl` and stunnel (Debian `stunnel4`).
+benchmark (bench/costs/security.py); it needs `openssl` and stunnel (Debian `stunnel4`).
 
 tansu 0.6 speaks no working TLS of its own, so stunnel (Debian `stunnel4`) terminates TLS
 in front of it, requires a client certificate signed by the test CA, and forwards to tansu

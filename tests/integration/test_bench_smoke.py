@@ -121,7 +121,7 @@ def test_bench_smoke_of_the_exact_configuration_and_the_cost_against_the_state(
 @pytest.mark.slow
 def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "memory_run.py"), "--minutes", "1", "--keys",
+        [sys.executable, str(ROOT / "bench" / "run.py"), "memory-run", "--minutes", "1", "--keys",
          "2000", "--batch-lines", "2000", "--every", "2", "--warmup-minutes", "0.25",
          "--gc-every", "15", "--workdir", str(tmp_path)],
         capture_output=True,
@@ -142,7 +142,15 @@ def test_the_long_memory_run_reports_each_process_kind(tmp_path: Path) -> None:
 def test_sink_pass_runs_both_paths_and_they_agree() -> None:
     # The script exits non-zero if the top 10 of every total and of the buckets' tops differ.
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "sink_pass.py"), "--keys", "2000", "--repeats", "1"],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "sink-pass",
+            "--keys",
+            "2000",
+            "--repeats",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -223,7 +231,7 @@ def test_bench_smoke_of_the_cost_of_security_and_of_scraping(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_driver_cost_smoke(tmp_path: Path, pg_dsn: str) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "driver_cost.py"), "--lines", "400",
+        [sys.executable, str(ROOT / "bench" / "run.py"), "driver-cost", "--lines", "400",
          "--batches", "4", "--engines", "dstream", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=580,
         env={**os.environ, "TEST_POSTGRES_DSN": pg_dsn},

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.harness import session_processes
+from bench.harness.processes import session_processes
 from streaming_app.lifecycle.worker_daemon import PRELOADED
 from tests.integration.conftest import common_args, files_args
 from tests.integration.harness import (

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from bench.docs import block, with_blocks, with_results
-from bench.exact import CONSOLE, EXACT, exact_report
-from bench.memory_run import memory_run_report
+from bench.harness.docs import block, with_blocks, with_results
 from bench.run import FULL, cost_plan, selected
-from bench.state_cost import NO_SNAPSHOTS, SNAPSHOTS, cost_vs_state_report, million_report
+from bench.state.memory_run import memory_run_report
+from bench.state.state_cost import NO_SNAPSHOTS, SNAPSHOTS, cost_vs_state_report, million_report
+from bench.throughput.exact import CONSOLE, EXACT, exact_report
 
 PAGE = """# Benchmarks
 
@@ -150,7 +150,7 @@ def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
     found["trend"]["heap_kb"] = {**trend, "start_mib": 200}
     text = "\n".join(memory_run_report(found))
     assert "| JVM heap after a full GC (used) | 200 MiB | 310 MiB |" in text
-    assert "`python bench/memory_run.py --minutes 30`" in text and "5,000 lines/s" in text
+    assert "`python bench/run.py memory-run --minutes 30`" in text and "5,000 lines/s" in text
     assert (
         "| driver (Python, resident) | 300 MiB | 310 MiB | 330 MiB | -1.5 MiB/h | +0.0 MiB/h |"
         in text
@@ -159,7 +159,7 @@ def test_the_long_run_reports_each_process_kind_and_its_slope() -> None:
 
 
 def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
-    from bench.engines import engines_report
+    from bench.peers.engines import engines_report
 
     def row(lines: int, engine: str, words: int, idle: float | None) -> dict[str, Any]:
         return {"batch_lines": lines, "engine": engine, "mean_words_per_s": words,
@@ -199,7 +199,7 @@ def test_the_two_engines_table_names_each_engine_and_the_idle_cost() -> None:
 
 
 def test_the_two_engines_on_files_table_names_each_engine_and_each_restart() -> None:
-    from bench.engines import files_report
+    from bench.peers.engines import files_report
 
     def engine(words: int, idle: float | None, restarts: list[float]) -> dict[str, Any]:
         return {"median_words_per_s": words, "ratio": round(words / 5_000_000, 3),
@@ -237,7 +237,7 @@ def test_the_two_engines_on_files_table_names_each_engine_and_each_restart() -> 
 
 
 def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -> None:
-    from bench.engines import targets_report
+    from bench.peers.engines import targets_report
 
     peer = "groupBy(word).count()"
     found = {
@@ -280,7 +280,7 @@ def test_issue_29s_measures_are_each_systems_figure_over_the_dstream_engines() -
 
 
 def test_restart_figures_are_each_restart_and_their_medians() -> None:
-    from bench.recovery import recovery_figures
+    from bench.state.recovery import recovery_figures
 
     found = recovery_figures(20_000, [13.04, 12.96, 15.5], [15.12, 14.0, 16.0])
     assert found == {
@@ -291,7 +291,7 @@ def test_restart_figures_are_each_restart_and_their_medians() -> None:
 
 
 def test_the_quixstreams_table_has_the_app_the_baseline_and_each_variant() -> None:
-    from bench.quix import VARIANTS, quix_report
+    from bench.peers.quix import VARIANTS, quix_report
 
     variants = [
         {"label": label, "guarantee": guarantee, "instances": instances,
@@ -336,9 +336,9 @@ def _path(wall: float, forwarder: float) -> dict[str, float]:
 
 
 def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
-    from bench.security import PLAIN, SECURED, SPARK_ONLY
-    from bench.security_paths import HOP, STRAIGHT, TLS
-    from bench.security_report import security_report
+    from bench.costs.security import PLAIN, SECURED, SPARK_ONLY
+    from bench.costs.security_paths import HOP, STRAIGHT, TLS
+    from bench.costs.security_report import security_report
 
     found = {
         "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2, "state_keys": 99_000,
@@ -374,7 +374,7 @@ def test_the_security_table_has_each_side_its_ratio_and_the_target() -> None:
 
 
 def test_the_scrape_table_has_both_sides_the_scrapes_and_the_target() -> None:
-    from bench.scrape import OFF, SCRAPED, scrape_report
+    from bench.costs.scrape import OFF, SCRAPED, scrape_report
 
     found = {
         "batch_lines": 60_000, "checkpoint_batches": 10, "rounds": 2, "state_keys": 99_000,
@@ -397,7 +397,7 @@ def test_the_scrape_table_has_both_sides_the_scrapes_and_the_target() -> None:
 
 
 def test_the_structured_floor_report_puts_the_app_over_each_peer() -> None:
-    from bench.structured_floor import floor_report
+    from bench.peers.structured_floor import floor_report
 
     def run(median: float, rate: int) -> dict[str, Any]:
         return {

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.checkpoint import checkpoint_report, within_run, writes_checkpoint
 from bench.compare import keys_table, sustained, table
-from bench.memory import (
+from bench.harness.memory import (
     HEAP_USED,
     Sample,
     batch_window,
@@ -15,11 +14,12 @@ from bench.memory import (
     slope_per_hour,
     trend,
 )
-from bench.memory_run import warm_until
-from bench.periodic import aligned, kinds, periodic_figures
-from bench.rates import idle_batches, interleaved
-from bench.state_cost import aligned_or_not, cost_figures, loaded
-from bench.throughput import size_keeps_up, sustained_lines
+from bench.harness.periodic import aligned, kinds, periodic_figures, writes_checkpoint
+from bench.harness.rates import idle_batches, interleaved
+from bench.state.memory_run import warm_until
+from bench.state.state_cost import aligned_or_not, cost_figures, loaded
+from bench.throughput.checkpoint import checkpoint_report, within_run
+from bench.throughput.throughput import size_keeps_up, sustained_lines
 from streaming_app.common.metrics_record import BatchMetrics
 
 
@@ -258,7 +258,7 @@ def test_a_course_of_points_leaves_out_those_before_the_warm_up() -> None:
 
 
 def test_the_steady_batches_skip_the_warm_up_or_the_loading_and_the_last() -> None:
-    from bench.rates import steady_batches
+    from bench.harness.rates import steady_batches
 
     busy = ["a", "b", "c", "d", "e"]
     assert steady_batches(busy, [10] * 5, 0) == ["c", "d"]  # two warm-up, the last partial
@@ -269,7 +269,7 @@ def test_the_steady_batches_skip_the_warm_up_or_the_loading_and_the_last() -> No
 
 
 def test_batch_figures_are_medians_and_means_of_the_steady_batches() -> None:
-    from bench.rates import batch_figures
+    from bench.harness.rates import batch_figures
 
     found = batch_figures([(1000, 1.0), (1000, 2.0), (2000, 1.0)])
     assert found == {

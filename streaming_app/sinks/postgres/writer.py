@@ -338,7 +338,7 @@ class PostgresWriter:
         """Reclaim the staged rows the merge deleted: the staging table stays about one
         batch's size and its scans read no dead rows, whatever autovacuum does (turned
         off, or a minute behind batches of seconds: each scan of a batch would read every
-        batch staged since). About 0.05 s for 490,000 rows (bench/driver_cost.py). A
+        batch staged since). About 0.05 s for 490,000 rows (bench/costs/driver_cost.py). A
         failure is a warning, once: the merge committed, the next batch tries again."""
         conn = self._conn
         if conn is None or conn.closed:

@@ -1,0 +1,1 @@
+"""What every benchmark runs on: a broker and a corpus, the app as a subprocess, its figures."""

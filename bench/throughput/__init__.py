@@ -1,0 +1,1 @@
+"""Throughput: the words/s the app sustains, in the exact configuration and per optimization."""

@@ -1,0 +1,58 @@
+"""The benchmarks' layout: one entry point reaches every benchmark that runs alone."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.run import COMMANDS
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+# Started by the harness as processes of their own, not by a person.
+CHILDREN = {"bench.peers.spark_peer", "bench.peers.quix_job"}
+
+
+def _modules_with_main() -> set[str]:
+    found = set()
+    for path in BENCH.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body):
+            found.add(".".join(path.relative_to(BENCH.parent).with_suffix("").parts))
+    return found
+
+
+def test_every_benchmark_with_a_main_is_a_command_of_run_py() -> None:
+    assert _modules_with_main() == {*COMMANDS.values(), *CHILDREN, "bench.run"}
+
+
+def test_each_command_names_a_module_with_a_main() -> None:
+    for module in COMMANDS.values():
+        assert callable(importlib.import_module(module).main), module
+
+
+def test_a_command_parses_its_own_options_under_run_py() -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "small-state", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: run.py small-state ")
+    listed = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--help"], capture_output=True, text=True
+    )
+    assert all(name in listed.stdout for name in COMMANDS)
+
+
+def test_only_the_entry_point_and_the_children_run_as_scripts() -> None:
+    # A module run as a script would need bench/ on its path: only these put it there.
+    scripts = {
+        ".".join(path.relative_to(BENCH.parent).with_suffix("").parts)
+        for path in BENCH.rglob("*.py")
+        if '__name__ == "__main__"' in path.read_text()
+    }
+    assert scripts == {"bench.run", *CHILDREN}
