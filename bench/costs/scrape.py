@@ -34,6 +34,7 @@ from bench.harness.side_runs import (
     ratio,
     runner,
     seconds_cell,
+    side_row,
     words_cell,
 )
 from bench.throughput.exact import HEADLINE_LINES
@@ -141,13 +142,10 @@ def scrape_report(s: dict[str, Any]) -> list[str]:
         "batch | exact |",
         "|---|---|---|---|---|---|",
     ]
+    seconds = ("processing_s", "app_cpu_s", "restart_first_batch_s")
     for r in s["sides"]:
-        bold = "**" if r["side"] == SCRAPED else ""
-        seconds = ("processing_s", "app_cpu_s", "restart_first_batch_s")
-        cells = " | ".join([words_cell(r), *(seconds_cell(r, f) for f in seconds)])
-        lines.append(
-            f"| {bold}{r['side']}{bold} | {cells} | {sum(r['runs_exact'])} of {r['runs']} |"
-        )
+        cells = [words_cell(r), *(seconds_cell(r, f) for f in seconds)]
+        lines.append(side_row(r, cells, SCRAPED))
     scraped = next(r for r in s["sides"] if r["side"] == SCRAPED)
     lines.append(
         f"| **scraped / no endpoint** | **{scraped['ratio_words']}** (words/s without over "

@@ -7,7 +7,7 @@ from typing import Any
 from bench.costs.security import SECURED, TARGET
 from bench.costs.security_paths import paths_report
 from bench.harness.results import median
-from bench.harness.side_runs import each_run, seconds_cell, words_cell
+from bench.harness.side_runs import each_run, seconds_cell, side_row, words_cell
 
 
 def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> list[str]:
@@ -39,16 +39,13 @@ def security_report(s: dict[str, Any], exact: dict[str, Any] | None = None) -> l
         "backlog read | exact |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    seconds = ("app_cpu_s", "restart_first_batch_s", "restart_caught_up_s")
     for r in s["sides"]:
-        bold = "**" if r["side"] == SECURED else ""
-        seconds = ("app_cpu_s", "restart_first_batch_s", "restart_caught_up_s")
-        cells = " | ".join([
+        cells = [
             words_cell(r), seconds_cell(r, "processing_s"), _cell(r["aligned_s"]),
             _cell(r["checkpoint_s"]), *(seconds_cell(r, f) for f in seconds),
-        ])  # fmt: skip
-        lines.append(
-            f"| {bold}{r['side']}{bold} | {cells} | {sum(r['runs_exact'])} of {r['runs']} |"
-        )
+        ]  # fmt: skip
+        lines.append(side_row(r, cells, SECURED))
     for r in s["sides"][1:]:
         bold = "**" if r["side"] == SECURED else ""
         lines.append(

@@ -158,6 +158,14 @@ def seconds_cell(row: dict[str, Any], field: str) -> str:
     return f"{row[field]} s ({each_run(row['runs_' + field])})"
 
 
+def side_row(row: dict[str, Any], cells: list[str], marked: str) -> str:
+    """A side's row in a report's table: its name (bold if it is `marked`), its cells, and
+    how many of its runs were exact."""
+    bold = "**" if row["side"] == marked else ""
+    exact = f"{sum(row['runs_exact'])} of {row['runs']}"
+    return f"| {bold}{row['side']}{bold} | {' | '.join(cells)} | {exact} |"
+
+
 def steady_cycle(every: int) -> Callable[[list[BatchMetrics], list[BatchMetrics]], Any]:
     """app_rate's per_batch: the steady batches' periodic figures (bench/harness/periodic.py)."""
 

@@ -47,7 +47,7 @@ from streaming_app.tools.produce import generated_lines, produce
 ROOT = Path(__file__).resolve().parents[2]
 QUIXSTREAMS = "quixstreams==3.28.1"
 QUIX_VENV = ROOT / ".venv-quix"
-JOB = ROOT / "bench" / "quix_job.py"
+JOB = Path(__file__).resolve().with_name("quix_job.py")
 QUIX_LINES = 50_000
 # tansu holds a new consumer group's join for half the session timeout (22.5 s at
 # librdkafka's default of 45 s) where Apache Kafka holds it for
