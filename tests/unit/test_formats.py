@@ -29,12 +29,14 @@ RECORDED: dict[str, dict[str, str]] = {
     "0.5.0": {
         "checkpoint metadata": "694427666892",
         "files sink layout": "f0f6d3af1bbf",
+        "files source log": "6744380b5366",
         "kafka offset and commit logs": "9789e7ca5ff4",
         "metrics file record": "1532bdd5ea1d",
         "postgres tables": "7d266297a7c9",
         "prometheus series": "0ceee628ed83",
         "snapshot manifest": "5c7d4e6a9803",
         "state bucket record": "fb07c4437456",
+        "structured checkpoint": "138d8aaff10d",
     },
 }
 
@@ -73,6 +75,33 @@ def kafka_logs() -> Any:
         offset_log.OFFSETS_DIR, offset_log.COMMITS_DIR, CHECKPOINT_FILE.pattern,
         # The keys each record is written with.
         sorted(set(re.findall(r'"([a-z_]+)":', inspect.getsource(offset_log)))),
+    ]  # fmt: skip
+
+
+def files_source_log() -> Any:
+    from streaming_app.sources import files_log
+
+    return [
+        files_log.INPUT_FILES_DIR,
+        sorted(set(re.findall(r'"([a-z_]+)":', inspect.getsource(files_log)))),
+    ]
+
+
+def structured_checkpoint() -> Any:
+    """The structured engine's own records in its checkpoint: Spark's query logs as the app
+    reads them, the state's layout, the guard's settings, the seed, the Kafka offsets."""
+    from streaming_app.structured import guard, kafka_offsets, query_log, seed, source_log
+    from streaming_app.structured import state_layout as layout
+
+    return [
+        query_log.OFFSETS, query_log.COMMITS, query_log.METADATA,
+        _fields(query_log.OffsetsEntry), source_log.SOURCES, source_log.COMPACT,
+        layout.KEY, layout.VALUE, layout.TOTAL, layout.SUM_FIELD, layout.PRECISION,
+        layout.state_layout("wordcount", 0), layout.state_layout("keyed-sum", 2, 10_000, 2_000),
+        list(guard.GUARDED), list(guard.ALWAYS_COMPARED), guard.UNSET,
+        seed.SEED_RECORD, seed.SEED_INPUT, seed.SUCCESS,
+        sorted(set(re.findall(r'"([a-z_]+)":', inspect.getsource(seed)))),
+        seed.seed_line(("w", 3)), kafka_offsets.to_json({("t", 0): 42}),
     ]  # fmt: skip
 
 
@@ -133,12 +162,14 @@ def state_bucket_record() -> Any:
 FORMATS: dict[str, Callable[[], Any]] = {
     "checkpoint metadata": checkpoint_metadata,
     "files sink layout": files_sink_layout,
+    "files source log": files_source_log,
     "kafka offset and commit logs": kafka_logs,
     "metrics file record": metrics_file_record,
     "postgres tables": postgres_tables,
     "prometheus series": prometheus_series,
     "snapshot manifest": snapshot_manifest,
     "state bucket record": state_bucket_record,
+    "structured checkpoint": structured_checkpoint,
 }
 
 
@@ -164,3 +195,14 @@ def test_every_format_is_recorded_with_the_version_that_has_it() -> None:
         "Give a released format's change a new version and a CHANGELOG line, then record "
         f"{json.dumps(found, indent=8, sort_keys=True)} under it in RECORDED"
     )
+
+
+def test_the_changelog_has_every_recorded_version_and_its_formats() -> None:
+    from pathlib import Path
+
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text("utf-8")
+    sections = re.split(r"^## ", changelog, flags=re.M)[1:]
+    by_version = {section.split(" ", 1)[0]: section for section in sections}
+    for version in {__version__, *RECORDED}:
+        assert version in by_version, f"CHANGELOG.md has no section for {version}"
+        assert "\n### Formats\n" in by_version[version], f"{version}: no Formats in it"
