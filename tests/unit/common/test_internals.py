@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import pytest
 
@@ -52,8 +54,28 @@ def test_another_version_is_one_warning(
 
 
 def test_every_reach_is_in_docs_internals() -> None:
-    from pathlib import Path
-
     page = (Path(__file__).resolve().parents[3] / "docs" / "internals.md").read_text("utf-8")
     for _, where, _ in internals.SPARK_REACHES + internals.KAFKA_REACHES:
         assert f"`{where}`" in page, where
+
+
+# PySpark's and kafka-python's private names the app reaches for (an attribute of theirs:
+# `self.<name>` is the app's own).
+PRIVATE = re.compile(
+    r"(?<!self)\.(_jvm|_jsc|_jrdd|_jrdd_deserializer|_gateway|_jssc|_jdstream|_sc|_ssc"
+    r"|_conf|_reserialize|_fetcher|_active_spark_context|_ensure_initialized|_buffer|_pos"
+    r"|_unpack_records|_maybe_skip_record)\b"
+    r"|\"(_client|_gateway)\"|def (_unpack_records|_maybe_skip_record)"
+)
+
+
+def test_every_module_that_reaches_in_is_on_the_page() -> None:
+    package = Path(internals.__file__).resolve().parents[1]
+    page = (package.parent / "docs" / "internals.md").read_text("utf-8")
+    reaching = {
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if PRIVATE.search(path.read_text("utf-8")) and path.name != "internals.py"
+    }
+    assert {"state/buckets.py", "sources/kafka/client.py", "lifecycle/stopping.py"} <= reaching
+    assert sorted(where for where in reaching if f"`{where}`" not in page) == []
