@@ -218,6 +218,22 @@ def output_without_traces(app: App) -> str:
     return output
 
 
+def assert_no_password_at_rest(
+    at_rest: list[Path], passwords: list[str], topic: str, *apps: App, found_in: str = ""
+) -> None:
+    """No file under `at_rest` holds a password, read decoded; the search does read them:
+    it finds the topic in a file whose finding names `found_in` (a path's part, a layer);
+    nor does any app's output hold one."""
+    from tests.secrets_scan import find_secrets
+
+    assert find_secrets(at_rest, passwords) == []
+    seen = find_secrets(at_rest, [topic])
+    assert any(found_in in line for line in seen), seen
+    for app in apps:
+        output = output_without_traces(app)
+        assert [n for n, p in enumerate(passwords) if p in output] == []
+
+
 def wait_for_totals(
     output_dir: Path, expected: dict[str, int], app: App | None = None, timeout: float = 90
 ) -> dict[str, int]:

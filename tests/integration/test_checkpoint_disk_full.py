@@ -22,11 +22,10 @@ import pytest
 
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, truth, wait_for_totals
+from tests.integration.log_lines import STARTED
 from tests.integration.pg_helpers import ci
 
 pytestmark = pytest.mark.timeout(300)
-
-STARTED = {"dstream": r"Started new streaming context", "structured": r"Started new query"}
 
 
 @pytest.fixture

@@ -150,11 +150,12 @@ def wait_for_state_checkpoint(checkpoint: Path, known: set[str], app: App) -> No
 @pytest.mark.timeout(120)
 def test_inspect_a_structured_checkpoint(dirs: dict[str, Path], start_app: Any) -> None:
     """A few micro-batches of `run --engine structured`, stopped; inspect needs no JVM."""
-    from tests.integration.test_structured_engine import STARTED, WRITTEN, structured_args
+    from tests.integration.log_lines import QUERY_STARTED, WRITTEN
+    from tests.integration.test_structured_engine import structured_args
 
     rng, texts = random.Random(4), []
     app = start_app(*structured_args(dirs, "--spark-conf", "spark.sql.shuffle.partitions=2"))
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     for i in range(3):
         texts.append(make_text(rng, 20))
         drop_file(dirs["input"], f"s{i}.txt", texts[-1].encode())

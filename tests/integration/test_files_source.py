@@ -11,10 +11,9 @@ import pytest
 from streaming_app.sinks.files_layout import latest_totals_dir, read_totals
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.log_lines import CONTEXT_STARTED
 
 pytestmark = pytest.mark.timeout(300)
-
-STARTED = r"Started new streaming context"
 
 
 # Both state layouts: 64 buckets (the default) and 0.2.0's one record per key. The second
@@ -34,7 +33,7 @@ def test_files_source_counts_exactly_and_replaces_undecodable_bytes(
     rng = random.Random(7)
     env = {"STREAMING_APP_JVM_ARCHIVE": "0"} if layout else None
     app = start_app(*files_args(dirs, "--sink", "console", *layout), env=env)
-    app.wait_for_log(STARTED)
+    app.wait_for_log(CONTEXT_STARTED)
     texts = [make_text(rng, 50) for _ in range(3)]
     for i, text in enumerate(texts):
         drop_file(dirs["input"], f"part{i}.txt", text.encode())
@@ -64,7 +63,7 @@ def test_sigterm_stops_gracefully_and_the_restart_resumes(
     rng = random.Random(11)
     texts: list[str] = []
     first = start_app(*files_args(dirs))
-    first.wait_for_log(STARTED)
+    first.wait_for_log(CONTEXT_STARTED)
     for i in range(2):
         texts.append(make_text(rng, 40))
         drop_file(dirs["input"], f"a{i}.txt", texts[-1].encode())

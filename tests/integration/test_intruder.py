@@ -44,6 +44,7 @@ from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, truth, wait_for_totals
 from tests.integration.intruder import parse_kill_forms
 from tests.integration.intruder_tools import Capture, CommandLines, Intruder, tcp_payload_by_port
+from tests.integration.log_lines import STARTED
 from tests.integration.netns import Host, Network, pick_subnet, root_networks, worker_number
 from tests.integration.pg_helpers import ci
 from tests.integration.prometheus_server import JOB, Prometheus
@@ -56,10 +57,6 @@ REST_PORT = 6066  # the master's REST submission server, were it on
 DRIVER_PORT = {"dstream": 7101, "structured": 7102}  # the driver's RPC (and file) server
 UI_PORT = {"dstream": 4041, "structured": 4042}
 METRICS_PORT = {"dstream": 9108, "structured": 9109}  # the driver's /metrics
-STARTED = {
-    "dstream": r"Started new streaming context",
-    "structured": r"Started new query id=\S+ on checkpoint",
-}
 WORDS = 16
 
 

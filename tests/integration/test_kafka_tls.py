@@ -22,6 +22,7 @@ import pytest
 from streaming_app.tools.produce import produce
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import (
+    assert_no_password_at_rest,
     free_port,
     output_without_traces,
     text_lines,
@@ -37,7 +38,7 @@ from tests.integration.kafka_tls import (
     require_tools,
     tls_broker,
 )
-from tests.secrets_scan import find_secrets
+from tests.integration.log_lines import QUERY_STARTED
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -50,7 +51,6 @@ ENV = {
     "STREAMING_APP_SASL_PLAIN_PASSWORD": SASL_PASSWORD,
 }
 DSTREAM_RECOVERED = r"Recovered streaming context from checkpoint"
-STRUCTURED_STARTED = r"Started new query id=\S+ on checkpoint"
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +98,7 @@ def _wait_group_reached(
         time.sleep(0.5)
 
 
-def _assert_no_password_at_rest(
-    checkpoint: Path, topic: str, *apps: Any, control: str = "/offsets/"
-) -> None:
-    """No checkpoint file holds a password, decoded; the search does read them: it finds
-    the topic in a file whose path holds `control`."""
-    passwords = [KEY_PASSWORD, ROTATED_PASSWORD, SASL_PASSWORD]
-    assert find_secrets([checkpoint], passwords) == []
-    seen = find_secrets([checkpoint], [topic])
-    assert any(control in line for line in seen), seen
-    for app in apps:
-        output = output_without_traces(app)
-        assert not [p for p in passwords if p in output]
+PASSWORDS = [KEY_PASSWORD, ROTATED_PASSWORD, SASL_PASSWORD]
 
 
 def test_broker_demands_a_client_certificate(tls: TlsBroker) -> None:
@@ -160,8 +149,8 @@ def test_dstream_exact_over_tls_across_a_restart_no_password_in_the_checkpoint(
     wait_for_totals(dirs["output"], truth(first_lines + more), second)
     assert second.terminate() == 0
     # Spark's own checkpoint files (lz4-java) hold the closures, which name the topic.
-    _assert_no_password_at_rest(
-        dirs["checkpoint"], topic, first, second, control="(lz4-java decoded)"
+    assert_no_password_at_rest(
+        [dirs["checkpoint"]], PASSWORDS, topic, first, second, found_in="(lz4-java decoded)"
     )
 
 
@@ -178,7 +167,7 @@ def test_structured_exact_over_tls_no_password_in_the_checkpoint(
         *kafka_args(dirs, tls.bootstrap, topic, "--group-id", group),
         env=ENV,
     )  # fmt: skip
-    app.wait_for_log(STRUCTURED_STARTED)
+    app.wait_for_log(QUERY_STARTED)
     wait_for_totals(dirs["output"], truth(sent), app, timeout=120)
     first_ends = end_offsets(tls.connection(), topic)
     more = text_lines(rng, 60)
@@ -188,7 +177,7 @@ def test_structured_exact_over_tls_no_password_in_the_checkpoint(
     # the micro-batches of the first records are committed to the group by now.
     _wait_group_reached(tls, group, topic, first_ends)
     assert app.terminate() == 0
-    _assert_no_password_at_rest(dirs["checkpoint"], topic, app)
+    assert_no_password_at_rest([dirs["checkpoint"]], PASSWORDS, topic, app, found_in="/offsets/")
 
 
 def _tls_ini(path: Path, files: TlsFiles, **changes: str) -> Path:

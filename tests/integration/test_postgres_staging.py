@@ -26,13 +26,12 @@ from psycopg import sql
 from streaming_app.settings.rules import STAGING_SUFFIX
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.log_lines import CONTEXT_RECOVERED, CONTEXT_STARTED
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 from tests.integration.test_postgres_partition import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 HOLD_KEY = 43
-STARTED = "Started new streaming context"
-RECOVERED = "Recovered streaming context"
 
 
 def sessions_waiting(dsn: str, name: str, event: str) -> list[tuple[Any, ...]]:
@@ -129,7 +128,7 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     table = f"{pg_schema}.wc"
     run = Run(dirs, pg_dsn, table, run_args(dirs, tmp_path, pg_dsn, table), random.Random(53))
     app = start_app(*run.args)
-    app.wait_for_log(STARTED)
+    app.wait_for_log(CONTEXT_STARTED)
     run.add("a.txt")
     run.exact()
 
@@ -141,7 +140,7 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
         app.kill9()
     assert staged_rows(pg_dsn, table) > 0  # left by the crash, until the batch is merged
     app = start_app(*run.args)
-    app.wait_for_log(RECOVERED)
+    app.wait_for_log(CONTEXT_RECOVERED)
     run.add("c.txt")
     run.exact()
     assert staged_rows(pg_dsn, table) == 0  # merged, then removed
@@ -162,7 +161,7 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     # test_cluster_postgres.py.)
     assert app.wait(timeout=120) != 0, app.log()[-3000:]
     app = start_app(*run.args)
-    app.wait_for_log(RECOVERED)
+    app.wait_for_log(CONTEXT_RECOVERED)
     run.add("e.txt")
     run.exact()
     assert app.terminate() == 0, app.log()[-3000:]

@@ -25,11 +25,10 @@ import pytest
 
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, make_text, output_without_traces, truth
+from tests.integration.log_lines import RECOVERED, STARTED
 from tests.integration.netns import Host, Network
 from tests.integration.pg_helpers import ci, wait_for_pg_totals
 from tests.integration.pg_host import PgHost, pg_on
-from tests.integration.test_structured_postgres import RECOVERED as QUERY_RECOVERED
-from tests.integration.test_structured_postgres import STARTED as QUERY_STARTED
 from tests.integration.tls_certs import Ca, make_ca, make_server_cert, unavailable
 from tests.secrets_scan import find_secrets
 
@@ -37,8 +36,6 @@ pytestmark = pytest.mark.timeout(300)
 TABLE = "wc"
 PASSWORD = "pg-tls-7d2e91"
 ROTATED = "pg-rotated-3b8c55"
-STARTED = {"dstream": r"Started new streaming context", "structured": QUERY_STARTED}
-RECOVERED = {"dstream": r"Recovered streaming context", "structured": QUERY_RECOVERED}
 
 
 @dataclass

@@ -16,12 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
-from tests.integration.test_structured_engine import STARTED as STRUCTURED_STARTED
+from tests.integration.log_lines import STARTED
 
 pytestmark = pytest.mark.timeout(300)
 
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-STARTED = {"dstream": r"Started new streaming context", "structured": STRUCTURED_STARTED}
 
 
 def scrape(port: int, labelled: bool = False) -> dict[str, float]:

@@ -19,8 +19,8 @@ import pytest
 
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, free_port, make_text, truth, wait_for_totals
+from tests.integration.log_lines import RECOVERED, STARTED
 from tests.integration.prometheus_server import Prometheus
-from tests.integration.test_prometheus_server import RECOVERED, STARTED
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration.conftest import files_args
 from tests.integration.harness import App, drop_file, free_port, make_text, truth, wait_for_totals
+from tests.integration.log_lines import RECOVERED, STARTED
 from tests.integration.prometheus_server import SCRAPE_S, Prometheus
 from tests.unit.test_alert_rules import as_grafana_sends, dashboard_exprs
 
@@ -29,13 +30,6 @@ def started() -> Iterator[list[Any]]:
     yield things
     for thing in reversed(things):
         thing.stop() if isinstance(thing, Prometheus) else thing.stop_if_running()
-
-
-STARTED = {"dstream": r"Started new streaming context", "structured": r"Started new query"}
-RECOVERED = {
-    "dstream": r"Recovered streaming context from checkpoint",
-    "structured": r"Recovered query id=",
-}
 
 
 @pytest.mark.parametrize("engine", ["dstream", "structured"])

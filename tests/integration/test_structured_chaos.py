@@ -19,13 +19,14 @@ import pytest
 
 from tests.integration.harness import cli_totals, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, read_all
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_kafka_chaos import (
     BackgroundProducer,
     batch_ids,
     planned_not_committed,
     wait_to_kill,
 )
-from tests.integration.test_structured_kafka import RECOVERED, STARTED, structured_kafka_args
+from tests.integration.test_structured_kafka import structured_kafka_args
 
 
 def structured_chaos(
@@ -39,7 +40,7 @@ def structured_chaos(
     # 360 lines a micro-batch against 60 produced a second keeps up with 5 s micro-batches.
     args = structured_kafka_args(dirs, bootstrap, topic, "--max-rate-per-partition", "60")
     app = start_app(*args)
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     seen: Counter[str] = Counter()
     try:
         for kill, mode in zip(range(kills), itertools.cycle(["after-log", "mid-batch", "random"])):
@@ -51,7 +52,7 @@ def structured_chaos(
             app.kill9()
             time.sleep(rng.uniform(0, 3))  # down time: the producer goes on
             app = start_app(*args)
-            app.wait_for_log(RECOVERED if planned else STARTED)
+            app.wait_for_log(QUERY_RECOVERED if planned else QUERY_STARTED)
             if planned:
                 assert "Started new query" not in app.log(), f"kill {kill + 1}: a new query"
     finally:

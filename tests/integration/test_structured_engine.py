@@ -25,13 +25,9 @@ from tests.integration.harness import (
     truth,
     wait_for_totals,
 )
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 
 pytestmark = pytest.mark.timeout(300)
-
-STARTED = r"Started new query id=\S+ on checkpoint"
-RECOVERED = r"Recovered query id=\S+ from checkpoint .*: micro-batches up to \S+ committed"
-# A micro-batch's log line, once its sinks wrote it.
-WRITTEN = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed"
 
 
 def structured_args(dirs: dict[str, Path], *extra: str) -> list[str]:
@@ -52,7 +48,7 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
     # Present before the first start: counted, unlike with the DStream engine (docs).
     drop_file(dirs["input"], "before-start.txt", texts[0].encode())
     first = start_app(*structured_args(dirs))
-    first.wait_for_log(STARTED)
+    first.wait_for_log(QUERY_STARTED)
     for i in range(3):
         texts.append(make_text(rng, 30))
         drop_file(dirs["input"], f"a{i}.txt", texts[-1].encode())
@@ -71,7 +67,7 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
     texts.append(make_text(rng, 30))
     drop_file(dirs["input"], "while-down.txt", texts[-1].encode())
     second = start_app(*structured_args(dirs))
-    second.wait_for_log(RECOVERED)
+    second.wait_for_log(QUERY_RECOVERED)
     assert "Started new query" not in second.log()
     texts.append(make_text(rng, 30))
     drop_file(dirs["input"], "after-restart.txt", texts[-1].encode())
@@ -117,7 +113,7 @@ def test_a_restart_leaves_the_base_and_snapshot_due_to_its_second_micro_batch(
     args += ["--snapshot-interval", "2"]
     texts = [make_text(rng, 20)]
     first = start_app(*args)
-    first.wait_for_log(STARTED)
+    first.wait_for_log(QUERY_STARTED)
     drop_file(dirs["input"], "first.txt", texts[-1].encode())
     wait_for_totals(dirs["output"], truth(texts), first)
     assert first.terminate() == 0
@@ -151,7 +147,7 @@ def test_keyed_sum_exact_and_console_line(dirs: dict[str, Path], start_app: Any)
         "--key-field", "region", "--value-field", "amount",
     )  # fmt: skip
     app = start_app(*args)
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     text = f"{HEADER}\neu,0.1\nus,10\neu,0.2\nbad row\nus,x\n,5\n"
     drop_file(dirs["input"], "s1.csv", text.encode())
     wait_for_totals(dirs["output"], {"eu": Decimal("0.3"), "us": Decimal(10)}, app)

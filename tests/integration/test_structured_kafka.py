@@ -25,12 +25,10 @@ from tests.integration.harness import (
     wait_for_totals,
 )
 from tests.integration.kafka_helpers import fresh_topic, send, send_raw
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED, WRITTEN
 
 pytestmark = pytest.mark.timeout(300)
 
-STARTED = r"Started new query id=\S+ on checkpoint"
-RECOVERED = r"Recovered query id=\S+ from checkpoint .*: micro-batches up to \S+ committed"
-WRITTEN = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed"
 # Carried through the environment into the source's options and its readers (tansu
 # without authentication ignores them under security_protocol=plaintext).
 SECRETS = {
@@ -73,7 +71,7 @@ def test_exact_while_producing_across_kill_9_and_restart_and_no_password_in_the_
         dirs, kafka_bootstrap, topic, "--max-rate-per-partition", "30", "--log-level", "debug"
     )
     first = start_app(*args, env=SECRETS)
-    first.wait_for_log(STARTED)
+    first.wait_for_log(QUERY_STARTED)
     producer = Producer(kafka_bootstrap, topic, random.Random(5), pause=0.7)
     producer.start()
     try:
@@ -81,7 +79,7 @@ def test_exact_while_producing_across_kill_9_and_restart_and_no_password_in_the_
         first.kill9()  # mid-backlog, with records arriving
         time.sleep(1)
         second = start_app(*args, env=SECRETS)
-        second.wait_for_log(RECOVERED)
+        second.wait_for_log(QUERY_RECOVERED)
         assert "Started new query" not in second.log()
         time.sleep(2)
     finally:
@@ -123,7 +121,7 @@ def test_starting_offsets_latest_skips_earlier_records(
             "--max-value-bytes", "1000",
         )
     )  # fmt: skip
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     time.sleep(4)  # two triggers: the initial offsets are taken before more records come
     later = lines_of(rng, 30)
     send(kafka_bootstrap, topic, later, partitions=2)

@@ -19,7 +19,8 @@ import pytest
 from streaming_app.common.metrics_record import read_metrics
 from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
-from tests.integration.test_structured_engine import RECOVERED, STARTED, structured_args
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
+from tests.integration.test_structured_engine import structured_args
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,7 +42,7 @@ def test_one_metrics_record_per_micro_batch_and_the_report(
     rng = random.Random(7)
     metrics = tmp_path / "metrics.jsonl"
     app = start_app(*structured_args(dirs, "--metrics-file", str(metrics)))
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     texts = []
     for i in range(4):
         texts.append(make_text(rng, 20 + 10 * i))
@@ -94,7 +95,7 @@ def test_a_changed_guarded_setting_exits_3_and_leaves_the_checkpoint(
     rng = random.Random(11)
     texts = [make_text(rng, 20)]
     first = start_app(*structured_args(dirs))
-    first.wait_for_log(STARTED)
+    first.wait_for_log(QUERY_STARTED)
     drop_file(dirs["input"], "g0.txt", texts[0].encode())
     wait_for_totals(dirs["output"], truth(texts), first)
     assert first.terminate() == 0
@@ -120,7 +121,7 @@ def test_a_changed_guarded_setting_exits_3_and_leaves_the_checkpoint(
     texts.append(make_text(rng, 20))
     drop_file(dirs["input"], "g1.txt", texts[1].encode())
     again = start_app(*structured_args(dirs, "--batch-interval", "2", "--sink", "console"))
-    again.wait_for_log(RECOVERED)
+    again.wait_for_log(QUERY_RECOVERED)
     wait_for_totals(dirs["output"], truth(texts), again)
     assert again.terminate() == 0
 

@@ -24,12 +24,11 @@ from streaming_app.sinks.postgres.writer import read_progress, read_totals
 from streaming_app.structured.query_log import parse_batch_timestamp
 from tests.integration.harness import App, EveryPause, drop_file, make_text, truth
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.pg_helpers import postgres_config
 
 pytestmark = pytest.mark.timeout(900)
 
-STARTED = r"Started new query id=\S+ on checkpoint"
-RECOVERED = r"Recovered query id=\S+ from checkpoint .*: micro-batches up to \S+ committed"
 SECRET = "pg-pw-9c41e7"
 SKIPPED = r"batch_id=(\d+) batch_time_ms=\d+: \d+ totals changed, postgres: already written"
 
@@ -123,7 +122,7 @@ def test_exact_while_files_arrive_across_kill_9_and_restarts(
     feeder = Feeder(dirs["input"], rng, pause=0.4)
     feeder.written.append((dirs["input"] / "before-start.txt").read_text())
     app = start_app(*args)
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     feeder.start()
     try:
         for kill in range(2):
@@ -134,7 +133,7 @@ def test_exact_while_files_arrive_across_kill_9_and_restarts(
             app.kill9()
             time.sleep(1)  # files keep arriving while it is down
             app = start_app(*args)
-            app.wait_for_log(RECOVERED)
+            app.wait_for_log(QUERY_RECOVERED)
             assert "Started new query" not in app.log(), kill
             wait_for_batch(pg_dsn, table, recorded + 1, app)
         time.sleep(2)
@@ -211,7 +210,7 @@ def test_keyed_sum_exact_in_a_numeric_column(
         *structured_pg_args(dirs, pg_dsn, table), "--job", "keyed-sum", "--csv-fields", HEADER,
         "--key-field", "region", "--value-field", "amount",
     )  # fmt: skip
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     drop_file(dirs["input"], "s1.csv", f"{HEADER}\neu,0.1\nus,10\neu,0.2\n".encode())
     wait_for_pg_totals(pg_dsn, table, {"eu": Decimal("0.3"), "us": Decimal(10)}, app)
     drop_file(dirs["input"], "s2.csv", b"eu,123456789012345678.000000000001\nus,-0.5\n")
@@ -229,7 +228,7 @@ def test_kafka_micro_batches_record_their_end_offsets(
     send(kafka_bootstrap, topic, sent, partitions=3)
     kafka = ["--source", "kafka", "--bootstrap-servers", kafka_bootstrap, "--topics", topic]
     app = start_app(*structured_pg_args(dirs, pg_dsn, table, *kafka, "--batch-interval", "2"))
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     wait_for_pg_totals(pg_dsn, table, truth(sent), app)
     assert app.terminate() == 0
     progress = read_progress(pg_dsn, table)

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.integration.harness import cli_totals, drop_file, make_text, truth, wait_for_totals
-from tests.integration.test_structured_engine import STARTED, structured_args
+from tests.integration.log_lines import QUERY_STARTED
+from tests.integration.test_structured_engine import structured_args
 from tests.integration.test_upgrade_from_releases import extract_release, start_release
 from tests.integration.test_upgrades import error_lines
 
@@ -55,7 +56,7 @@ def test_a_0_4_0_structured_checkpoint_is_refused_then_carried_over_exactly(
 
     args = structured_args(dirs, "--snapshot-interval", "4")
     old = start_release(monkeypatch, start_app, package, *args)
-    old.wait_for_log(STARTED)
+    old.wait_for_log(QUERY_STARTED)
     add("a0.txt")
     wait_for_totals(dirs["output"], truth(texts), old, timeout=180)
     seen = old.log().count(SNAPSHOT)

@@ -36,7 +36,7 @@ from tests.integration.harness import (
     window_outputs,
     windows_of,
 )
-from tests.integration.test_structured_engine import STARTED
+from tests.integration.log_lines import QUERY_STARTED
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -95,7 +95,7 @@ def test_windows_of_both_engines_are_exact_on_the_same_files(
     first = start_app(*dstream_args)
     app = start_app(*structured_args)
     first.wait_for_log(r"Started new streaming context")
-    app.wait_for_log(STARTED)
+    app.wait_for_log(QUERY_STARTED)
     for i in range(14):
         add(f"f{i:02d}.txt")
         if i == 7:  # mid-run: kill -9 the structured driver, and restart it

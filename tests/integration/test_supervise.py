@@ -24,7 +24,8 @@ from tests.integration.harness import (
     truth,
     wait_for_totals,
 )
-from tests.integration.test_structured_engine import RECOVERED, STARTED, structured_args
+from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
+from tests.integration.test_structured_engine import structured_args
 
 pytestmark = pytest.mark.timeout(480)
 KILLS = 3
@@ -35,7 +36,7 @@ ENGINES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         r"Started new streaming context",
         "Recovered streaming context from checkpoint",
     ),
-    "structured": (structured_args, STARTED, RECOVERED),
+    "structured": (structured_args, QUERY_STARTED, QUERY_RECOVERED),
 }
 
 
