@@ -90,7 +90,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "--config",
                 "config_file",
                 type=click.Path(dir_okay=False),
-                help="INI file with settings (see conf/) [env: STREAMING_APP_CONFIG]",
+                help="INI file with settings (see conf/) [default: none] "
+                "[env: STREAMING_APP_CONFIG]",
             ),
             _option("engine", type=click.Choice(ENGINES, case_sensitive=False)),
             _option("job", type=click.Choice(JOBS, case_sensitive=False)),
@@ -166,7 +167,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "spark_conf",
                 multiple=True,
                 metavar="KEY=VALUE",
-                help="a Spark setting (applies to a recovered context too); repeatable",
+                help="a Spark setting (applies to a recovered context too); repeatable; "
+                "also the config file's [spark] section [default: none] [env: none]",
             ),
         ]
     ):

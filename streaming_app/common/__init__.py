@@ -1,1 +1,1 @@
-"""Building blocks below every stage: file systems, batch times, retries, Spark's environment."""
+"""Building blocks below every stage: file systems, batch times, retries, Spark, metrics."""

@@ -113,3 +113,8 @@ def sync_directory(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def is_local_path(path: str) -> bool:
+    """True for a plain filesystem path, False for a URI such as hdfs:// or s3a://."""
+    return "://" not in path and not path.startswith("file:")

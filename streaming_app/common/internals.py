@@ -45,6 +45,23 @@ def _init_takes(module: str, cls: str, parameter: str) -> Callable[[], bool]:
     return found
 
 
+def _record_batch_fields() -> bool:
+    """A v2 record batch built with the installed kafka-python, read back, still keeps its
+    bytes and its records' start where the lean decoding reads them (`_buffer`, `_pos`)."""
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=-1, batch_size=1024,
+    )  # fmt: skip
+    builder.append(0, timestamp=None, key=None, value=b"probe", headers=[])
+    batch = DefaultRecordBatch(bytes(builder.build()))
+    iter(batch)  # as the lean decoding does: decompresses into the buffer
+    return isinstance(getattr(batch, "_buffer", None), (bytes, bytearray, memoryview)) and (
+        isinstance(getattr(batch, "_pos", None), int)
+    )
+
+
 # (what the app uses, the app's module that needs it, how to tell it is there).
 SPARK_REACHES = [
     ("pyspark.java_gateway.Popen", "common/spark_env.py", _has("pyspark.java_gateway", "Popen")),
@@ -58,6 +75,12 @@ SPARK_REACHES = [
         ),
     ),
     ("RDD._jrdd", "sources/files.py", _init_takes("pyspark", "RDD", "jrdd")),
+    ("SparkContext._jsc", "common/hadoop_fs.py", _init_takes("pyspark", "SparkContext", "jsc")),
+    (
+        "StreamingContext._ensure_initialized",
+        "recovery/spark_checkpoint.py",
+        _has("pyspark.streaming", "StreamingContext", "_ensure_initialized"),
+    ),
     (
         "DStream._jdstream, _jrdd_deserializer",
         "state/buckets.py",
@@ -75,6 +98,19 @@ KAFKA_REACHES = [
         "sources/kafka/records.py",
         _has("kafka.consumer.fetcher", "Fetcher", "PartitionRecords"),
     ),
+    *(
+        (
+            f"kafka.consumer.fetcher.Fetcher.PartitionRecords.{method}",
+            "sources/kafka/records.py",
+            _has("kafka.consumer.fetcher", "Fetcher", "PartitionRecords", method),
+        )
+        for method in ("_unpack_records", "_maybe_skip_record")
+    ),
+    (
+        "kafka.record.default_records.DefaultRecordBatch._buffer, _pos",
+        "sources/kafka/records.py",
+        _record_batch_fields,
+    ),
 ]
 
 
@@ -85,7 +121,7 @@ def check_internals(kafka: bool) -> None:
     for what, where, found in reaches:
         try:
             there = found()
-        except ImportError:
+        except (ImportError, AttributeError, TypeError):  # gone, or no longer as used
             there = False
         if not there:
             package = "kafka-python" if what.startswith("kafka") else "pyspark"

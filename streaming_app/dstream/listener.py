@@ -14,9 +14,9 @@ from pyspark.streaming.listener import StreamingListener
 from streaming_app.common.failure_text import failure_summary
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder, known, now_ms
+from streaming_app.common.path_fs import filesystem_for
 from streaming_app.common.prometheus import PartitionPosition, failed
 from streaming_app.dstream.checkpoint_watch import CheckpointWatch
-from streaming_app.recovery.guard import filesystem_for
 from streaming_app.settings.schema import AppConfig
 from streaming_app.state.figures import FIGURES
 

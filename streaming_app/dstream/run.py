@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable
 
 from streaming_app.common.failure_text import java_summary
+from streaming_app.common.fs import is_local_path
 from streaming_app.common.internals import check_internals
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
@@ -28,7 +29,7 @@ from streaming_app.lifecycle.serving_metrics import serving_metrics
 from streaming_app.lifecycle.spark_secret import check_secret_file
 from streaming_app.lifecycle.stopping import StopRequest, hard_stop, stream_failure
 from streaming_app.recovery.checkpoint_lock import hold_for_run
-from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.settings.schema import AppConfig
 from streaming_app.state.figures import FIGURES
 
 log = logging.getLogger(__name__)

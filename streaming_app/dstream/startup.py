@@ -12,18 +12,12 @@ from typing import Any
 from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.fs import FileSystem, join
+from streaming_app.common.path_fs import filesystem_for
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import CheckpointError, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.spark_context import changed_settings, conf_pairs
 from streaming_app.lifecycle.spark_secret import warn_secret_in_checkpoint
-from streaming_app.recovery.guard import (
-    RESTORE,
-    StartPlan,
-    filesystem_for,
-    incompatible,
-    plan_start,
-    reseed,
-)
+from streaming_app.recovery.guard import RESTORE, StartPlan, incompatible, plan_start, reseed
 from streaming_app.recovery.restore import Seed
 from streaming_app.recovery.spark_checkpoint import unusable_name
 from streaming_app.settings.schema import AppConfig

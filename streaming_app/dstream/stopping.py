@@ -36,8 +36,12 @@ def set_graceful_stop_timeout(ssc: Any, seconds: float) -> None:
         ssc.sparkContext._conf.set(
             "spark.streaming.gracefulStopTimeout", f"{max(round(seconds * 1000), 1)}ms"
         )
-    except Exception:
-        log.debug("could not set spark.streaming.gracefulStopTimeout", exc_info=True)
+    except Exception as exc:  # a private attribute (docs/internals.md): Spark's bound applies
+        log.warning(
+            "could not set spark.streaming.gracefulStopTimeout (%s); Spark's own bound on a "
+            "graceful stop applies, and the hard stop after stop_timeout still ends the run",
+            type(exc).__name__,
+        )
 
 
 def stop_within(ssc: Any, deadline: float) -> bool:

@@ -14,9 +14,10 @@ import shlex
 import tempfile
 from typing import Any
 
+from streaming_app.common.fs import is_local_path
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import ConfigError
-from streaming_app.settings.schema import SETTINGS, AppConfig, is_local_path
+from streaming_app.settings.schema import SETTINGS, AppConfig
 from streaming_app.sources.kafka.client import KafkaConnection, check_broker
 from streaming_app.sources.kafka.tls import check_tls_files
 

@@ -34,7 +34,7 @@ from streaming_app.errors import (
     StreamingAppError,
     StreamingFailedError,
 )
-from streaming_app.recovery.writable import unwritable
+from streaming_app.lifecycle.writable import unwritable
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def wait_for_stop(
 
 def _checkpoint_failure(error: StreamingAppError, checkpoint_dir: str | None) -> StreamingAppError:
     """`error`, or, when the stream failed where the checkpoint directory cannot be written
-    now (a full disk, a permission: recovery/writable.py), the error that says so and what
+    now (a full disk, a permission: lifecycle/writable.py), the error that says so and what
     to do, counted as a failed checkpoint."""
     if checkpoint_dir is None or type(error) is not StreamingFailedError:
         return error  # one of the app's own errors already says what to fix

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 
 from streaming_app.common.checkpoint_files import checkpoint_file_times
-from streaming_app.common.fs import FileSystem, LocalFs
+from streaming_app.common.fs import FileSystem
+from streaming_app.common.path_fs import filesystem_for
 from streaming_app.errors import CheckpointError, ConfigError
 from streaming_app.recovery.metadata import (
     LATER_GRAPH_SETTINGS,
@@ -26,7 +27,7 @@ from streaming_app.recovery.metadata import (
 )
 from streaming_app.recovery.restore import Seed
 from streaming_app.recovery.snapshots import find_snapshot
-from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.settings.schema import AppConfig
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,6 @@ class StartPlan:
 
     recover: bool
     seed: Seed | None = None
-
-
-def filesystem_for(path: str) -> FileSystem:
-    """LocalFs for a local path; Hadoop's FileSystem (through the JVM) for a URI."""
-    if is_local_path(path):
-        return LocalFs()
-    from streaming_app.common.hadoop_fs import HadoopFs
-
-    return HadoopFs.from_gateway(path)
 
 
 def state_checkpointed(fs: FileSystem, checkpoint_dir: str) -> bool:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streaming_app.common.fs import is_local_path
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import (
     ENV_NOT_SETTINGS,
@@ -16,7 +17,6 @@ from streaming_app.settings.schema import (
     SETTINGS,
     AppConfig,
     env_name,
-    is_local_path,
 )
 
 MAX_SUM_SCALE = 30  # decimal(38, s): at least 8 integer digits left for a total

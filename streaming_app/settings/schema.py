@@ -348,14 +348,16 @@ def env_name(key: str) -> str:
 def setting_help(key: str) -> str:
     """Help text of setting `key`, with its default and its environment variable, for
     `--help`. A text that ends with ` [...]` says there what the default is (`[never]`,
-    `[checkpoint_interval]`): that becomes `[default: ...]`."""
+    `[checkpoint_interval]`): that becomes `[default: ...]`; a setting unset by default
+    says `[default: none]`."""
     text = SETTINGS[key].metadata["help"]
     note = re.search(r" \[([^\[\]]+)\]$", text)
     default = SETTINGS[key].default
     if note:
         text = f"{text[: note.start()]} [default: {note[1]}]"
-    elif default not in (None, (), ""):
-        text += f" [default: {_shown_default(default)}]"
+    else:
+        shown = _shown_default(default) if default not in (None, (), "") else "none"
+        text += f" [default: {shown}]"
     return f"{text} [env: {env_name(key)}]"
 
 
@@ -367,8 +369,3 @@ def _shown_default(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def is_local_path(path: str) -> bool:
-    """True for a plain filesystem path, False for a URI such as hdfs:// or s3a://."""
-    return "://" not in path and not path.startswith("file:")

@@ -20,7 +20,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from streaming_app.common.fs import FileSystem, join
+from streaming_app.common.fs import FileSystem, is_local_path, join
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.guard import RESTORE, incompatible
 from streaming_app.recovery.metadata import (
@@ -33,7 +33,7 @@ from streaming_app.recovery.metadata import (
     write_metadata,
 )
 from streaming_app.recovery.restore import Seed
-from streaming_app.settings.schema import AppConfig, is_local_path
+from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.query_log import (
     OFFSETS,
     batch_ids,

@@ -109,7 +109,7 @@ def attach_listener(spark: SparkSession, config: AppConfig) -> None:
     """Register the listener on the session's queries (before the query starts), if needed."""
     if not config.metrics_file and not config.progress and config.metrics_port is None:
         return
-    from streaming_app.recovery.guard import filesystem_for
+    from streaming_app.common.path_fs import filesystem_for
 
     recorder = MetricsRecorder(config.metrics_file, config.progress)
     listener = ProgressListener(config, filesystem_for(config.checkpoint_dir), recorder)

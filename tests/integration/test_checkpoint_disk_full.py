@@ -6,7 +6,7 @@ the tmpfs and input keeps coming. Either engine writes a log of its own there ev
 (the files read; Spark's offsets), so the next batch fails on it, and the run ends, exit
 1 (a supervisor restarts it), with one line that names the checkpoint directory, the
 reason and what to do, where Java says only `IOException: No space left on device`
-(recovery/writable.py; the failure counts as a failed checkpoint on the endpoint). The
+(lifecycle/writable.py; the failure counts as a failed checkpoint on the endpoint). The
 space freed, the restart recovers exact: the batch that failed is counted once.
 """
 

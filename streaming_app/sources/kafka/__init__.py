@@ -1,1 +1,1 @@
-"""The Kafka source: offset planning, the offset and commit logs, the reader and the client."""
+"""The Kafka source: offsets, their logs, the reader, the client and its SASL and TLS."""

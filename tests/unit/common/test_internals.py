@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,27 @@ def test_kafka_pythons_patch_is_checked_for_kafka_runs_only(
     monkeypatch.delattr(Fetcher, "PartitionRecords")
     internals.check_internals(kafka=False)
     with pytest.raises(ConfigError, match=r"has no kafka\.consumer\.fetcher\.Fetcher"):
+        internals.check_internals(kafka=True)
+
+
+def test_the_methods_and_fields_the_lean_decoding_uses_are_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka.consumer.fetcher import Fetcher
+    from kafka.record import default_records
+
+    with monkeypatch.context() as patched:
+        patched.delattr(Fetcher.PartitionRecords, "_unpack_records")
+        with pytest.raises(ConfigError, match=r"PartitionRecords\._unpack_records, which"):
+            internals.check_internals(kafka=True)
+    original = default_records.DefaultRecordBatch.__init__
+
+    def without_pos(self: Any, buffer: Any) -> None:
+        original(self, buffer)
+        del self._pos
+
+    monkeypatch.setattr(default_records.DefaultRecordBatch, "__init__", without_pos)
+    with pytest.raises(ConfigError, match=r"DefaultRecordBatch\._buffer, _pos, which the app's "):
         internals.check_internals(kafka=True)
 
 

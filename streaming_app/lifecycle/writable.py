@@ -17,7 +17,7 @@ import uuid
 
 from streaming_app.common.failure_text import java_summary
 from streaming_app.common.fs import join
-from streaming_app.recovery.guard import filesystem_for
+from streaming_app.common.path_fs import filesystem_for
 
 # Spark's checkpoint listings match `checkpoint-<ms>` in a name; this matches nothing of
 # theirs, and is removed at once.

@@ -10,7 +10,7 @@ import pytest
 
 from streaming_app.errors import SinkError, StreamingFailedError
 from streaming_app.lifecycle import stopping
-from streaming_app.recovery.writable import PROBE_PREFIX, unwritable
+from streaming_app.lifecycle.writable import PROBE_PREFIX, unwritable
 
 
 def test_a_writable_directory_is_left_as_it_was(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ class _JavaError(Exception):
 def test_a_remote_directory_that_refuses_says_why_and_a_gone_jvm_says_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from streaming_app.recovery import writable
+    from streaming_app.lifecycle import writable
 
     quota = _JavaError("org.apache.hadoop.hdfs.protocol.DSQuotaExceededException: quota")
     monkeypatch.setattr(writable, "filesystem_for", lambda d: _Refusing(quota))
