@@ -2,7 +2,8 @@
 
 Spark's JVM writes one for every batch it plans (its CheckpointWriter); the app reads only
 their names: which batch times the checkpoint holds (the Kafka offset log's prune horizon,
-the recovery guard, the checkpoint watch, the checkpoint tools).
+the recovery guard, the checkpoint watch, the checkpoint tools). Here, below every stage,
+and not in recovery/: the Kafka offset log (sources/, a layer below recovery/) reads them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The per-batch metrics record: its fields, one JSON line per batch; written by the driver's
-listener, read by `streaming-app report`, and the rule that says a job is falling behind."""
+"""The per-batch metrics record: its fields, one JSON line per batch, the falling-behind rule.
+
+Written by the driver's listener, read by `streaming-app report`.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The worker daemon's name before it moved to `streaming_app.lifecycle.worker_daemon`
-(both engines use it): a `spark.python.daemon.module` that names this still works."""
+"""The worker daemon's old name, which a `spark.python.daemon.module` may still give.
+
+It moved to `streaming_app.lifecycle.worker_daemon` (both engines use it).
+"""
 
 from __future__ import annotations
 

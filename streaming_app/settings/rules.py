@@ -1,5 +1,7 @@
-"""Rules for setting values that the settings check and the stages apply: table names, topics,
-starting offsets, the default token pattern."""
+"""Rules for setting values: table names, topics, starting offsets, the default token pattern.
+
+The settings check them, and the stages apply them.
+"""
 
 from __future__ import annotations
 
