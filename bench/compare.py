@@ -30,14 +30,13 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.harness.app import BATCH_S
 from bench.harness.corpus import WORDS_PER_LINE, baseline_seconds, broker, load_topic
 from bench.harness.rates import interleaved, runner
-from bench.harness.results import median, write_json
+from bench.harness.results import make_workdir, median, write_json
 from bench.run import FULL, SMOKE, cost_plan
 from bench.state.state_cost import cost_vs_state_report, million_report, state_cost
 from bench.state.state_size import key_topic
@@ -222,8 +221,7 @@ def main() -> None:
     options = parser.parse_args()
     # Both sides start their JVMs without the class archive: a revision before it has none.
     os.environ[ARCHIVE_ENV] = "0"
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-compare-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-compare-")
     if options.exact or options.cost_vs_state or options.million:
         told = dict(SMOKE if options.smoke else FULL)
         if options.sizes:

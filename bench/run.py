@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ from bench.costs.security import SECURITY_LINES, security_cost
 from bench.costs.security_report import security_report
 from bench.harness.corpus import broker
 from bench.harness.docs import block, update_docs
-from bench.harness.results import machine, write_json
+from bench.harness.results import machine, make_workdir, write_json
 from bench.peers.peer import peer, peer_report
 from bench.peers.quix import QUIX_LINES, quix_bench, quix_report
 from bench.state.recovery import recovery, recovery_report
@@ -233,8 +232,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     names = selected(options.only)
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-bench-")
     command = "python bench/run.py" + (" --smoke" if options.smoke else "")
     command += f" --only {','.join(names)}" if options.only else ""
     results = {

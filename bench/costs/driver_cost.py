@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import random
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -35,7 +34,7 @@ from typing import Any
 
 from bench.harness.corpus import PARTITIONS, WORDS_PER_LINE, broker
 from bench.harness.rates import interleaved, runner
-from bench.harness.results import machine, median, write_json
+from bench.harness.results import machine, make_workdir, median, write_json
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import produce
 
@@ -245,8 +244,7 @@ def main() -> None:
     parser.add_argument("--engines", default="dstream,structured", help="[dstream,structured]")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="bench-driver-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "bench-driver-")
     with broker(workdir) as bootstrap:
         found = driver_cost(
             workdir, bootstrap, options.rounds, options.batches, options.lines,

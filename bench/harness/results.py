@@ -1,4 +1,4 @@
-"""What every benchmark records: medians, the machine it ran on, results.json."""
+"""What every benchmark records, and where: medians, the machine it ran on, results.json."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import platform
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,11 @@ def machine() -> dict[str, str]:
 def write_json(path: Path, data: Any) -> None:
     """Results as JSON, for the report."""
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def make_workdir(given: Path | None, prefix: str) -> Path:
+    """Where a run keeps its logs, metrics and results: `given` (made if missing) or a new
+    temporary folder named with `prefix`."""
+    path = given or Path(tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from typing import Any
 from bench.harness.app import EXACT_CHECKPOINT_BATCHES, AppRun, exact_args, poll_until, restart
 from bench.harness.corpus import WORDS_PER_LINE, baseline_seconds, broker, load_topic
 from bench.harness.rates import idle_batches, interleaved, runner
-from bench.harness.results import median, write_json
+from bench.harness.results import make_workdir, median, write_json
 from bench.peers.peer import dstream_rounds, figures, files_app_args, move_in, write_rounds
 from bench.peers.peer import structured_rounds as peer_rounds
 from bench.peers.plain import plain_rate, plain_recovery, plain_runner
@@ -446,8 +445,7 @@ def main() -> None:
         parser.error(
             f"--inputs: kafka, files, both, or none with --million, not {options.inputs!r}"
         )
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-engines-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-engines-")
     found: dict[str, Any] = {}
     report: list[str] = []
     if "kafka" in inputs:

@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.harness.app import BATCH_S, LOOPBACK_CONF, AppRun
 from bench.harness.corpus import VOCABULARY, WORDS_PER_LINE
-from bench.harness.results import median
+from bench.harness.results import make_workdir, median
 from bench.peers.spark_peer import SHUFFLE_PARTITIONS, StructuredRun
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.tools.produce import generated_lines
@@ -245,8 +245,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-peer-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-peer-")
     results = peer(workdir, options.files, options.lines_per_file, options.rounds)
     print("\n".join(peer_report(results)))
     print(f"\n(logs, metrics and progress in {results['workdir']})", file=sys.stderr)

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.harness.app import EXACT_CHECKPOINT_BATCHES
 from bench.harness.corpus import broker, load_topic
 from bench.harness.rates import interleaved, runner
-from bench.harness.results import write_json
+from bench.harness.results import make_workdir, write_json
 from bench.peers.plain import plain_runner
 from bench.peers.spark_peer import APP_OUTPUT, APP_TOKENIZER
 
@@ -93,8 +92,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=60_000, help="lines a micro-batch [60000]")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-floor-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-floor-")
     with broker(workdir) as bootstrap:
         found = structured_floor(workdir, bootstrap, options.rounds, options.batches, options.lines)
     write_json(workdir / "structured_floor.json", found)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from bench.harness.corpus import PARTITIONS, broker
 from bench.harness.docs import block, update_docs
 from bench.harness.memory import FIELDS, RssTimeline, course, heap_after_full_gc, trend
 from bench.harness.processes import role, session_processes
-from bench.harness.results import machine, median, write_json
+from bench.harness.results import machine, make_workdir, median, write_json
 from bench.state.state_size import key_topic
 from streaming_app.common.metrics_record import BatchMetrics
 
@@ -184,8 +183,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep logs, metrics and samples here")
     parser.add_argument("--update-docs", action="store_true", help="write docs/benchmarks.md")
     options = parser.parse_args()
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-memory-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-memory-")
     found = memory_run(
         workdir, options.minutes, options.every, options.keys, options.batch_lines,
         options.warmup_minutes * 60, options.gc_every,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from bench.harness.app import BATCH_S
 from bench.harness.corpus import broker, load_topic
 from bench.harness.periodic import writes_checkpoint
 from bench.harness.rates import interleaved, runner
-from bench.harness.results import median, write_json
+from bench.harness.results import make_workdir, median, write_json
 from streaming_app.common.metrics_record import BatchMetrics
 
 # Checkpoint intervals compared, in batches; 1000 batches never comes within a run.
@@ -153,8 +152,7 @@ def main() -> None:
     parser.add_argument("--batch-lines", type=int, default=20_000, help="per batch [20000]")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-bench-")
     with broker(workdir) as bootstrap:
         cost = checkpoint_cost(
             workdir, bootstrap, options.lines, options.batch_lines, CHECKPOINT_BATCHES,

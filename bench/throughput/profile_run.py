@@ -18,11 +18,11 @@ import collections
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.harness.app import AppRun, kafka_args
 from bench.harness.corpus import PARTITIONS, broker, load_topic
+from bench.harness.results import make_workdir
 
 # Parts of the work by the frames that show them, tried from the innermost frame out.
 PARTS = (
@@ -80,8 +80,7 @@ def main() -> None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
         raise SystemExit("error: py-spy is not installed (pip install py-spy)")
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="streaming-app-profile-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = make_workdir(options.workdir, "streaming-app-profile-")
     with broker(workdir) as bootstrap:
         topic = load_topic(bootstrap, options.lines)
         rate = str(options.batch_lines // (PARTITIONS * 2))

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 from bench.harness.app import AppRun
 from bench.harness.corpus import broker
-from bench.harness.results import median
+from bench.harness.results import make_workdir, median
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import generated_lines, produce
 
@@ -64,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     options = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="streaming-app-small-state-"))
+    workdir = make_workdir(None, "streaming-app-small-state-")
     found: dict[str, list[dict[str, float]]] = {layout: [] for layout in LAYOUTS}
     with broker(workdir) as bootstrap:
         for number in range(options.rounds):

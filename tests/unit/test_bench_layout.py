@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,17 @@ def test_only_the_entry_point_and_the_children_run_as_scripts() -> None:
         if '__name__ == "__main__"' in path.read_text()
     }
     assert scripts == {"bench.run", *CHILDREN}
+
+
+def test_a_benchmark_keeps_its_files_in_the_folder_given_or_in_a_new_one(tmp_path: Path) -> None:
+    from bench.harness.results import make_workdir
+
+    given = tmp_path / "a" / "b"
+    assert make_workdir(given, "x-") == given and given.is_dir()
+    made = [make_workdir(None, "streaming-app-test-") for _ in range(2)]
+    try:
+        assert all(path.is_dir() and path.name.startswith("streaming-app-test-") for path in made)
+        assert made[0] != made[1]  # a run never writes into another's folder
+    finally:
+        for path in made:
+            shutil.rmtree(path)
