@@ -85,6 +85,7 @@ def test_bench_smoke_runs_and_reports_every_figure(tmp_path: Path) -> None:
         assert row in result.stdout, row  # fmt: skip
 
 
+@pytest.mark.slow  # 132 s in CI of 5036512, like the other benchmarks' smoke runs
 def test_bench_smoke_of_the_exact_configuration_and_the_cost_against_the_state(
     tmp_path: Path,
 ) -> None:

@@ -173,7 +173,8 @@ def scrape_checks(
     }
 
 
-@pytest.mark.parametrize("engine", ["dstream", "structured"])
+# The structured run is the same cluster and secret: `slow`, to keep CI's time.
+@pytest.mark.parametrize("engine", ["dstream", pytest.param("structured", marks=pytest.mark.slow)])
 def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     site: Site, engine: str, tmp_path: Path
 ) -> None:

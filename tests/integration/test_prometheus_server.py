@@ -32,7 +32,9 @@ def started() -> Iterator[list[Any]]:
         thing.stop() if isinstance(thing, Prometheus) else thing.stop_if_running()
 
 
-@pytest.mark.parametrize("engine", ["dstream", "structured"])
+# The endpoint serves both engines alike (test_prometheus_endpoint.py runs both in CI);
+# the structured run under a real Prometheus is `slow`, to keep CI's time.
+@pytest.mark.parametrize("engine", ["dstream", pytest.param("structured", marks=pytest.mark.slow)])
 def test_prometheus_scrapes_the_app_and_the_down_alert_fires_and_clears_under_supervise(
     dirs: dict[str, Path], tmp_path: Path, started: list[Any], engine: str
 ) -> None:

@@ -73,6 +73,8 @@ def structured_chaos(
     print(f"structured chaos: {kills} kills, {len(sent)} lines, {dict(seen)}")
 
 
+# CI's structured kill -9 runs: test_structured_kafka.py, test_structured_postgres.py.
+@pytest.mark.slow  # 321 s in CI of 5036512
 @pytest.mark.timeout(900)
 def test_kill_9_four_times_while_producing_exact_totals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
