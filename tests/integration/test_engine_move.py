@@ -45,7 +45,7 @@ def tables(pg_dsn: str) -> Iterator[list[str]]:
             )
 
 
-# CI's moves between the engines: test_structured_snapshots.py (207 s here, CI of 5036512).
+# `slow` (207 s in CI of 5036512); CI moves between the engines in test_structured_snapshots.py.
 @pytest.mark.slow
 def test_dstreams_to_structured_and_back_exact_in_files_and_postgres(
     dirs: dict[str, Path],

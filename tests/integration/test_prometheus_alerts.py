@@ -85,9 +85,10 @@ def prometheus_for(tmp_path: Path) -> Iterator[Any]:
 
 # `slow`: the input must outrun the app and no more, which depends on the machine. CI of
 # 5036512, on a machine half as fast as the one these constants were set on, timed the
-# DStream run out at 420 s; the structured run kept up at times there and on 18bbd35, so
-# its `for:` never completed. In CI the rule is checked by promtool (test_alert_rules.py)
-# and the gauge by tests/unit/dstream/test_metrics.py; `-m slow` runs this where it holds.
+# DStream run out at 420 s; the structured run kept up at times in CI of f170241 and
+# 18bbd35, so its `for:` never completed. In CI the rule is checked by promtool
+# (test_alert_rules.py) and the gauge by tests/unit/dstream/test_metrics.py; `-m slow` runs
+# this where it holds.
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["dstream", "structured"])
 def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_resolves_after(
