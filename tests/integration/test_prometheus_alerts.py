@@ -2,8 +2,10 @@
 engines: it fires while the input outruns the app and resolves once the app has caught up,
 and the totals stay exact.
 
-Files arrive four an interval, more than the app counts in one (DStreams: paused while
-the newest batch waited PAUSE_AT_S or more), until the alert fires; then no more arrive.
+The input is sized by the app's own measure, so it outruns the app on any machine and no
+more: a file every EVERY_S, whose lines double while the newest batch took less than
+TOO_LITTLE intervals and halve when it took more than TOO_MUCH (DStreams: none while the
+newest batch waited PAUSE_AT_S or more), until the alert fires; then no more arrive.
 The rules are the repository's, with the alert's `for:` cut from 2 m to FOR_S seconds
 (the expression unchanged), so a CI run does not have to keep the app behind for
 minutes."""
@@ -14,6 +16,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,30 +31,72 @@ pytestmark = pytest.mark.timeout(420)
 
 ALERT = "StreamingAppFallingBehind"
 FOR_S = 10
-# A file of 40,000 lines over a vocabulary of 200,000 words every quarter second: a batch
-# changes most of the 200,000 totals (each collected and written by the files sink),
-# which takes the app some 1.6 s on two cores (80,000 lines took 0.85 s, 2026-11-27).
-# Plain English text it counts at 400,000 lines a second: more than a test can write.
-LINES = 40_000
-# The structured engine writes a base of every total (and a snapshot) in each
-# micro-batch that takes longer than their intervals: 200,000 of them take it 10 s a
-# micro-batch. 60,000 words took some 2 s, once a base was due in every micro-batch,
-# until the micro-batch's count, top N and delta became one job (fa6dd08): then its
-# micro-batches took 0.8-1.0 s against the 1 s trigger, and the gauge went back to 0
-# within the alert's `for:`. 100,000 words: 1.1-1.5 s (2026-11-28).
-VOCABULARY = {"dstream": 200_000, "structured": 100_000}
-BLOCKS = 4  # files repeat these, in turn
+# Fixed sizes made this test depend on the machine: 40,000 lines a quarter second over
+# 200,000 words timed the DStream run out at 420 s on a machine half as fast as the one
+# they were set on (CI of 5036512: the empty batches of its catch-up, each updating every
+# total's state, took about the interval), and 100,000 words let the structured run keep
+# up now and then (CI of f170241 and 18bbd35), so the alert's `for:` never completed.
+# Now the files grow and shrink with the newest batch's processing time, and the
+# vocabulary is small enough that an empty batch takes a fraction of the interval.
+VOCABULARY = 50_000
+WORDS_PER_LINE = 8
+POOL_LINES = 1 << 17  # a file is the first N lines of this pool, N a power of two
+START_LINES = 1 << 10
 EVERY_S = 0.25
+TOO_LITTLE, TOO_MUCH = 2.0, 4.0  # batch processing time, in batch intervals
+PROCESSING = re.compile(r"\bprocessing=(\d+\.\d+)s")
 # DStreams queue batches: the producer pauses while the newest batch waited PAUSE_AT_S or
-# more, and goes on below it. Without a pause a loaded machine queued 170 s of batches
-# before the alert fired, and the empty batches that follow (each updates every total's
-# state) drained them at half a second a second: no catch-up within 4 minutes (CI of
-# 2bf95cc). A cap on the files not yet counted instead let the app keep up, and the
-# alert never fired. The delay hovers about PAUSE_AT_S, above the interval: the gauge
-# stays 1 until no more input comes. (The structured engine queues nothing.)
+# more, and goes on below it, so the queue the app drains after the input stops stays
+# bounded. The delay hovers about PAUSE_AT_S, above the interval: the gauge stays 1 until
+# no more input comes. (The structured engine queues nothing: a micro-batch takes every
+# file that came during the one before.)
 PAUSE_AT_S = 20.0
 BEHIND = r"the job cannot keep up with its input"
 CAUGHT_UP = r"the job keeps up"
+
+
+class SizedInput:
+    """Files of the first `lines` lines of one pool, sized from the app's progress lines."""
+
+    def __init__(self, input_dir: Path, interval_s: float, seed: int = 41) -> None:
+        rng = random.Random(seed)
+        self.pool = [
+            " ".join(f"w{rng.randrange(VOCABULARY)}" for _ in range(WORDS_PER_LINE)) + "\n"
+            for _ in range(POOL_LINES)
+        ]
+        self.input_dir = input_dir
+        self.interval_s = interval_s
+        self.lines = START_LINES
+        self.seen = 0  # progress lines read so far
+        self.dropped: Counter[int] = Counter()  # files dropped, by their lines
+        self.data: dict[int, bytes] = {}
+
+    def adjust(self, log: str) -> None:
+        """Double or halve the lines of the next files by the newest batch's processing time."""
+        times = PROCESSING.findall(log)
+        if len(times) == self.seen:
+            return  # no batch completed since the last look
+        self.seen = len(times)
+        took = float(times[-1]) / self.interval_s
+        if took < TOO_LITTLE:
+            self.lines = min(self.lines * 2, POOL_LINES)
+        elif took > TOO_MUCH:
+            self.lines = max(self.lines // 2, 1)
+
+    def drop(self) -> None:
+        lines = self.lines
+        if lines not in self.data:
+            self.data[lines] = "".join(self.pool[:lines]).encode()
+        drop_file(self.input_dir, f"f{sum(self.dropped.values())}.txt", self.data[lines])
+        self.dropped[lines] += 1
+
+    def expected(self) -> tuple[dict[str, int], int]:
+        """The totals of every file dropped, and their lines."""
+        counts: Counter[str] = Counter()
+        for lines, files in self.dropped.items():
+            for word, n in Counter(" ".join(self.pool[:lines]).split()).items():
+                counts[word] += n * files
+        return dict(counts), sum(lines * files for lines, files in self.dropped.items())
 
 
 def rules_with_short_for(directory: Path, alert: str = ALERT) -> Path:
@@ -83,46 +128,40 @@ def prometheus_for(tmp_path: Path) -> Iterator[Any]:
         server.stop()
 
 
-# `slow`: the input must outrun the app and no more, which depends on the machine. CI of
-# 5036512, on a machine half as fast as the one these constants were set on, timed the
-# DStream run out at 420 s; the structured run kept up at times in CI of f170241 and
-# 18bbd35, so its `for:` never completed. In CI the rule is checked by promtool
-# (test_alert_rules.py) and the gauge by tests/unit/dstream/test_metrics.py; `-m slow` runs
-# this where it holds.
-@pytest.mark.slow
-@pytest.mark.parametrize("engine", ["dstream", "structured"])
+# The structured run is `slow`: its gauge and the rule are the same as the DStream run's
+# (tests/unit/dstream/test_metrics.py checks its micro-batch rule), and its first
+# micro-batches, a base and a snapshot of every total each, take a minute on a loaded
+# machine (2026-11-29). Input sized from the app's own batches replaced fixed sizes, which
+# timed the DStream run out on a machine half as fast as theirs (CI of 5036512) and let the
+# structured run keep up at times (CI of f170241 and 18bbd35).
+@pytest.mark.parametrize("engine", ["dstream", pytest.param("structured", marks=pytest.mark.slow)])
 def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_resolves_after(
     dirs: dict[str, Path], start_app: Any, prometheus_for: Any, engine: str
 ) -> None:
-    rng = random.Random(41)
     app = start_app(
         *files_args(dirs, "--engine", engine),
         "--batch-interval", "1", "--checkpoint-interval", "10", "--metrics-port", "0",
     )  # fmt: skip
     port = app.metrics_port()
     prometheus = prometheus_for(f"127.0.0.1:{port}")
-    prometheus.until(lambda: prometheus.value('up{job="streaming-app"}') == 1, "scraped", 60)
+    # Files only count once the stream has started: they come after its first batch.
+    prometheus.until(
+        lambda: prometheus.value('streaming_app_ready{job="streaming-app"}') == 1, "ready", 120
+    )
 
-    blocks = [
-        "".join(
-            " ".join(f"w{rng.randrange(VOCABULARY[engine])}" for _ in range(8)) + "\n"
-            for _ in range(LINES)
-        )
-        for _ in range(BLOCKS)
-    ]
-    data = [block.encode() for block in blocks]
-    dropped = [0]
+    sized = SizedInput(dirs["input"], interval_s=1.0)
     stop = threading.Event()
 
-    def delay() -> float:  # the newest batch's scheduling delay (DStreams), 0 before one
-        delays = SCHEDULING_DELAY.findall(app.log()) if engine == "dstream" else []
+    def delay(log: str) -> float:  # the newest batch's scheduling delay (DStreams), 0 before one
+        delays = SCHEDULING_DELAY.findall(log) if engine == "dstream" else []
         return float(delays[-1]) if delays else 0.0
 
-    def produce() -> None:  # faster than the app counts, while the delay is under PAUSE_AT_S
-        while not stop.is_set() and dropped[0] < 400:
-            if delay() < PAUSE_AT_S:
-                drop_file(dirs["input"], f"f{dropped[0]}.txt", data[dropped[0] % BLOCKS])
-                dropped[0] += 1
+    def produce() -> None:  # more than the app counts, while the delay is under PAUSE_AT_S
+        while not stop.is_set():
+            log = app.log()
+            sized.adjust(log)
+            if delay(log) < PAUSE_AT_S:
+                sized.drop()
             stop.wait(EVERY_S)
 
     producer = threading.Thread(target=produce, daemon=True)
@@ -135,7 +174,8 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
         stop.set()
         producer.join(timeout=60)
     assert not producer.is_alive()
-    print(f"{engine}: {ALERT} fired {fired_after:.1f} s after the app's warning")
+    print(f"{engine}: {ALERT} fired {fired_after:.1f} s after the app's warning; files by lines:")
+    print(dict(sorted(sized.dropped.items())))
     # From the app's warning (the gauge turns 1 with it): its `for:` plus two scrapes.
     assert fired_after <= FOR_S + 2 * SCRAPE_S + 3, fired_after
     assert time.monotonic() - behind >= FOR_S  # not before its `for:`
@@ -145,10 +185,8 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
     app.wait_for_log(CAUGHT_UP, timeout=240)
     prometheus.until(lambda: not prometheus.firing(ALERT), f"{ALERT} resolves", 60)
     assert prometheus.value('streaming_app_falling_behind{job="streaming-app"}') == 0
-    files = dropped[0]
-    expected = truth([blocks[n % BLOCKS] for n in range(files)])
+    expected, lines = sized.expected()
     wait_for_totals(dirs["output"], expected, app, timeout=120)
-    lines = LINES * files
     prometheus.until(
         lambda: prometheus.value('streaming_app_records_total{job="streaming-app"}') == lines,
         "every line counted in Prometheus",
