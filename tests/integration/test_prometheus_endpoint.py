@@ -104,8 +104,15 @@ def test_the_endpoint_serves_what_the_metrics_file_records_batch_by_batch(
     assert served["streaming_app_falling_behind"] == 0
     assert served["process_start_time_seconds"] > 0
     # The operations' last successes: Spark's checkpoint (every 10 s), a snapshot, the sink.
-    done = scrape(port, labelled=True)
-    for operation in ("checkpoint", "snapshot", "files"):
+    # The four inputs can all be counted before the first checkpoint is due (CI of e69bdc0
+    # did it in under 10 s): wait for it.
+    operations = ("checkpoint", "snapshot", "files")
+    stamps = [f"streaming_app_last_success_timestamp_seconds{{operation={o}}}" for o in operations]
+    deadline = time.monotonic() + 60
+    while not all(s in (done := scrape(port, labelled=True)) for s in stamps):
+        assert time.monotonic() < deadline, done
+        time.sleep(0.5)
+    for operation in operations:
         stamp = done[f"streaming_app_last_success_timestamp_seconds{{operation={operation}}}"]
         assert time.time() - 120 < stamp <= time.time(), operation
     assert done["streaming_app_operation_duration_seconds_count{operation=files}"] >= 4
