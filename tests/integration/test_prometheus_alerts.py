@@ -98,8 +98,8 @@ class SizedInput:
     def expected(self) -> tuple[dict[str, int], int]:
         """The totals of every file dropped, and their lines."""
         counts: Counter[str] = Counter()
-        for lines, files in self.dropped.items():
-            for word, n in Counter(" ".join(self.pool[:lines]).split()).items():
+        for lines, files in self.dropped.items():  # one file's truth, times its copies
+            for word, n in truth([self.data[lines].decode()]).items():
                 counts[word] += n * files
         return dict(counts), sum(lines * files for lines, files in self.dropped.items())
 
