@@ -17,6 +17,38 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from tests import slow_shares
+
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow-share",
+        default=os.environ.get("STREAMING_APP_SLOW_SHARE") or None,
+        metavar="K/N",
+        help="mark share K of N of the `slow` tests `ci_share` (tests/slow_shares.py), so "
+        "that -m 'not slow or ci_share' runs them too; .ci/run picks K from the commit "
+        "(env: STREAMING_APP_SLOW_SHARE)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --slow-share K/N, the slow tests of share K get the `ci_share` marker."""
+    text = config.getoption("--slow-share")
+    if not text:
+        return
+    try:
+        k, n = slow_shares.parse_share(text)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    shares = slow_shares.assign((item.nodeid for item in slow), n)
+    for item in slow:
+        if shares[item.nodeid] == k:
+            item.add_marker(pytest.mark.ci_share)

@@ -1,0 +1,1 @@
+"""Controls: patches that each break one promise of docs/guarantees.md (run.py runs them)."""
