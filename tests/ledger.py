@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LEDGER = ROOT / "docs" / "guarantees.md"
 CONTROLS = ROOT / "tests" / "controls"
 
+PYTEST = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider")
 _CODE = re.compile(r"`([^`]+)`")
 
 
@@ -81,9 +82,13 @@ def _node_ids(cell: str) -> list[str]:
 @functools.cache
 def collected(marker_expression: str) -> frozenset[str]:
     """The node ids pytest collects with `-m EXPRESSION` (one subprocess, a few seconds)."""
+    return collected_with([], marker_expression)
+
+
+def collected_with(options: list[str], marker_expression: str) -> frozenset[str]:
+    """The node ids pytest collects with these options and `-m EXPRESSION`."""
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + ["-m", marker_expression, "tests"],
+        [*PYTEST, "--collect-only", "-q", *options, "-m", marker_expression, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -72,8 +72,10 @@ def run_tests(tree: Path, tests: Sequence[str], log: Path) -> int:
 
 
 def last_lines(log: Path, count: int = 3) -> str:
+    """pytest's FAILED/ERROR summary lines of a run, or its last lines."""
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return " / ".join(lines[-count:])
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    return " / ".join(failed[:count] or lines[-count:])
 
 
 def check(control: str, tests: tuple[str, ...], work: Path) -> Outcome:
@@ -95,7 +97,7 @@ def check(control: str, tests: tuple[str, ...], work: Path) -> Outcome:
     green = run_tests(plain, tests, work / "without-control.log")
     elapsed = time.monotonic() - started
     if green != 0:
-        detail = f"without the control pytest exited {green}: {last_lines(work / 'without-control.log')}"
+        detail = f"without it pytest exited {green}: {last_lines(work / 'without-control.log')}"
         return Outcome(control, tests, BROKEN, detail, elapsed)
     return Outcome(control, tests, CAUGHT, last_lines(work / "with-control.log", 2), elapsed)
 

@@ -1,0 +1,43 @@
+"""The slow tests' shares: every slow test in exactly one, shares of about equal time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import ledger, slow_shares
+
+
+def test_every_slow_test_has_its_seconds_and_no_other_test_does() -> None:
+    slow = {slow_shares.short_id(node_id) for node_id in ledger.collected("slow")}
+    assert slow, "no slow test collected"
+    assert slow - set(slow_shares.SECONDS) == set(), "add them to tests/slow_seconds.txt"
+    assert set(slow_shares.SECONDS) - slow == set(), "not slow tests: remove them there"
+
+
+def test_each_test_is_in_one_share_and_shares_are_balanced() -> None:
+    ids = [f"tests/integration/{name}" for name in slow_shares.SECONDS]
+    shares = slow_shares.assign(ids)
+    assert set(shares) == set(ids) and set(shares.values()) <= set(range(slow_shares.SHARES))
+    totals = [0] * slow_shares.SHARES
+    for node_id, share in shares.items():
+        totals[share] += slow_shares.seconds_of(node_id)
+    longest = max(slow_shares.SECONDS.values())
+    fair = sum(totals) / slow_shares.SHARES
+    # Greedy longest-first: no share passes the fair share by more than one test's time.
+    assert max(totals) <= max(longest, fair + max(sorted(slow_shares.SECONDS.values())[:-1]))
+    assert slow_shares.assign(reversed(ids)) == shares  # the same on every worker
+
+
+@pytest.mark.parametrize("text", ["3", "3/", "/10", "10/10", "-1/10", "a/b", "0/0"])
+def test_a_wrong_share_is_refused_with_the_form_it_takes(text: str) -> None:
+    with pytest.raises(ValueError, match="K"):
+        slow_shares.parse_share(text)
+
+
+def test_the_option_marks_exactly_the_share_it_names() -> None:
+    """--slow-share K/N through pytest itself: -m ci_share collects that share's tests."""
+    ids = sorted(ledger.collected("slow"))
+    shares = slow_shares.assign(ids)
+    k = shares[ids[0]]
+    marked = ledger.collected_with(["--slow-share", f"{k}/{slow_shares.SHARES}"], "ci_share")
+    assert marked == {node_id for node_id in ids if shares[node_id] == k}
