@@ -61,8 +61,8 @@ def wait_for_snapshot_of(app: Any, checkpoint: Path, lines: list[str]) -> Path:
 def test_a_move_to_the_structured_engine_and_back_is_exact(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    """Each engine's snapshot (its totals not empty, records after its offsets sent) seeds
-    the other engine on a new checkpoint: totals exact after each move, both directions."""
+    """Each engine's snapshot (its totals not empty, records sent after it) seeds the other
+    engine on a new checkpoint: totals exact after each move, both directions."""
     rng = random.Random(53)
     topic = fresh_topic("lean")
     sent = lines_of(rng, 120)
@@ -80,26 +80,31 @@ def test_a_move_to_the_structured_engine_and_back_is_exact(
     def restored_from(stage: int) -> list[str]:
         return ["--restore-from-snapshot", str(run[stage][0])]
 
-    # 1. DStreams, until a snapshot holds every record sent; then more records, kill -9.
+    # 1. DStreams, until a snapshot holds every record sent; kill -9, then more records.
     dstream = start_app(*args(0))
     wait_for_snapshot_of(dstream, run[0][0], sent)
+    dstream.kill9()
     more = lines_of(rng, 60)
     send(kafka_bootstrap, topic, more, partitions=3)
     sent += more
-    dstream.kill9()
 
     # 2. Structured, seeded from that snapshot: it reads on from the snapshot's offsets.
     structured = start_app(*args(1, "--engine", "structured", *restored_from(0)))
     seeded = structured.wait_for_log(r"Seeding the new query from snapshot (\S+) \(dstream engine")
     assert seeded.group(1).startswith(str(run[0][0] / "snapshots" / "snapshot-"))
     wait_for_totals(run[1][1], truth(sent), structured, timeout=150)
-    more = lines_of(rng, 60)  # micro-batch 1, whose snapshot holds micro-batch 0's totals
+    more = lines_of(rng, 60)  # a second micro-batch, which writes a snapshot
     send(kafka_bootstrap, topic, more, partitions=3)
-    wait_for_snapshot_of(structured, run[1][0], sent)
     sent += more
+    wait_for_totals(run[1][1], truth(sent), structured, timeout=150)
+    wait_for_snapshots(structured, 1)
     assert structured.terminate() == 0
+    more = lines_of(rng, 60)  # after every snapshot of the structured engine
+    send(kafka_bootstrap, topic, more, partitions=3)
+    sent += more
 
-    # 3. Back to DStreams, seeded from the structured engine's snapshot.
+    # 3. Back to DStreams, seeded from the structured engine's newest snapshot: it reads on
+    # from the snapshot's offsets.
     back = start_app(*args(2, *restored_from(1)))
     seeded = back.wait_for_log(r"Seeding the new context from snapshot (\S+):")
     manifest = json.loads((Path(seeded.group(1)) / "manifest.json").read_text())
