@@ -115,7 +115,8 @@ def test_a_move_to_the_structured_engine_and_back_is_exact(
         assert "Traceback" not in app.log()
 
 
-# `slow` (207 s in CI of 5036512): runs only with -m slow; the lean move above is in CI.
+# `slow` (207 s on the machine of 5036512): runs only with -m slow; the lean move above
+# is in CI.
 @pytest.mark.slow
 def test_dstreams_to_structured_and_back_exact_in_files_and_postgres(
     dirs: dict[str, Path],
