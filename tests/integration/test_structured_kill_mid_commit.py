@@ -2,8 +2,9 @@
 there by a real mechanism, not by timing: the driver's stdout is a pipe that nobody reads
 (a stalled log collector), filled to the brim, so the console sink's line, written after the
 postgres sink committed the micro-batch, blocks the driver with `offsets/N` written and
-`commits/N` not. Killed there, the restarted query runs micro-batch N again; the postgres
-sink skips it (its progress row has it) and the totals are exact."""
+`commits/N` not. Killed there, with records sent while it is down, the restarted query runs
+micro-batch N again on the Kafka range its offsets log entry holds (not one record more);
+the postgres sink skips it (its progress row has it) and the totals are exact."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.harness import App, make_text, truth
+from tests.integration.kafka_helpers import fresh_topic, send
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_structured_postgres import (
     SKIPPED,
@@ -85,21 +87,26 @@ def test_a_kill_between_the_offsets_log_and_the_commit_is_exact(
     start_app: Any,
     pg_dsn: str,
     pg_schema: str,
+    kafka_bootstrap: str,
     stdout_pipe: Path,
 ) -> None:
     table = f"{pg_schema}.word_totals"
-    args = structured_pg_args(dirs, pg_dsn, table, "--sink", "console")
+    topic = fresh_topic("midcommit")
+    kafka = ["--source", "kafka", "--bootstrap-servers", kafka_bootstrap, "--topics", topic]
+    args = structured_pg_args(
+        dirs, pg_dsn, table, *kafka, "--batch-interval", "2", "--sink", "console"
+    )
     offsets, commits = dirs["checkpoint"] / "offsets", dirs["checkpoint"] / "commits"
     rng = random.Random(59)
-    texts = [make_text(rng, 20) for _ in range(3)]
-    drop_file(dirs["input"], "first.txt", texts[0].encode())
+    texts = [make_text(rng, 20).splitlines() for _ in range(3)]
+    send(kafka_bootstrap, topic, texts[0], partitions=3)
     app = start_app(*args)  # its stdout: the pipe (run1.out)
     app.wait_for_log(QUERY_STARTED)
     before = wait_for_batch(pg_dsn, table, 0, app)
     wait_until(lambda: (commits / str(before)).exists(), app, f"no commits/{before}")
 
     assert fill(stdout_pipe) >= 4096
-    drop_file(dirs["input"], "second.txt", texts[1].encode())
+    send(kafka_bootstrap, topic, texts[1], partitions=3)
     batch = wait_for_batch(pg_dsn, table, before + 1, app)  # the postgres sink committed it
     wait_until(lambda: blocked_on_stdout(app), app, "the driver is not blocked on its stdout")
     assert (offsets / str(batch)).exists() and not (commits / str(batch)).exists()
@@ -107,10 +114,10 @@ def test_a_kill_between_the_offsets_log_and_the_commit_is_exact(
     assert not (commits / str(batch)).exists()  # the kill landed between the two
     assert recorded_batch(pg_dsn, table) == batch
 
-    drop_file(dirs["input"], "while-down.txt", texts[2].encode())
+    send(kafka_bootstrap, topic, texts[2], partitions=3)  # while it is down
     again = start_app(*args)
     again.wait_for_log(QUERY_RECOVERED)
-    wait_for_pg_totals(pg_dsn, table, truth(texts), again)
+    wait_for_pg_totals(pg_dsn, table, truth([line for t in texts for line in t]), again)
     assert int(again.wait_for_log(SKIPPED).group(1)) == batch  # run again, skipped
     assert again.terminate() == 0
     assert "Traceback" not in again.log()
