@@ -130,7 +130,8 @@ def test_structured_snapshots_are_exact_and_restore_into_dstreams(
     assert "Traceback" not in restored.log()
 
 
-# CI restores a DStream snapshot into a query in the test after this one: `slow` (155 s).
+# `slow` (155 s): runs only with -m slow; CI moves a DStream snapshot into a query in
+# test_engine_move.py::test_a_move_to_the_structured_engine_and_back_is_exact.
 @pytest.mark.slow
 def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, tmp_path: Path
