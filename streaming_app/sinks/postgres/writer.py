@@ -82,6 +82,17 @@ class StagedRowsMissingError(Exception):
     """Fewer staged rows than the tasks reported (the server restarted after a crash, or
     someone deleted them): the merge is rolled back and the batch staged again."""
 
+    def __init__(
+        self, sink: str, batch_ms: int, found: int, counts: Mapping[int, int], short: list[int]
+    ) -> None:
+        self.sink, self.batch_ms, self.short = sink, batch_ms, short
+        self.found, self.expected, self.partitions = found, sum(counts.values()), len(counts)
+        super().__init__(
+            f"batch_time_ms={batch_ms}: staged rows of table {sink} missing: {found} of the "
+            f"{self.expected} rows its tasks staged are there ({len(short)} of "
+            f"{self.partitions} partitions short: {short})"
+        )
+
 
 class PostgresWriter:
     """Writes batches of absolute word totals exactly once per batch time.
@@ -326,13 +337,31 @@ class PostgresWriter:
                     written = merge(counts)
                 except StagedRowsMissingError as exc:
                     if attempt == MERGE_ATTEMPTS:
-                        raise SinkError(f"PostgreSQL sink {self.table}: {exc}") from None
-                    log.warning("%s", exc)
+                        raise SinkError(self._gave_up(exc, attempt)) from None
+                    log.warning(
+                        "PostgreSQL sink %s: %s; was the server restarted (an UNLOGGED table "
+                        "is emptied then)? Staging the batch again (attempt %d of %d)",
+                        self.table,
+                        exc,
+                        attempt + 1,
+                        MERGE_ATTEMPTS,
+                    )
                     attempt += 1
                     continue
                 if written:
                     self._vacuum_staging()
                 return written
+
+    def _gave_up(self, exc: StagedRowsMissingError, attempts: int) -> str:
+        """The run's last line when the staged rows were missing at every attempt."""
+        staging = self.table + STAGING_SUFFIX
+        return (
+            f"PostgreSQL sink {self.table}: {exc}, at each of {attempts} attempts to stage "
+            f"the batch; gave up, nothing of it merged. Something empties {staging} between "
+            "staging and merge (the server restarting, a TRUNCATE or DELETE by another "
+            f"session, a trigger or rule on {staging}): stop it, then start the app again; "
+            "the batch is replayed from the checkpoint"
+        )
 
     def _vacuum_staging(self) -> None:
         """Reclaim the staged rows the merge deleted: the staging table stays about one
@@ -473,11 +502,7 @@ class PostgresWriter:
         ).fetchall()
         staged = {int(part): int(n) for part, n in rows}
         short = sorted(p for p, n in counts.items() if staged.get(p, 0) != n)
-        raise StagedRowsMissingError(
-            f"batch_time_ms={batch_ms}: the staged rows of table {sink} are not those its "
-            f"tasks wrote ({found} of {sum(counts.values())}; partitions {short}): was the "
-            "server restarted? The batch is staged again"
-        )
+        raise StagedRowsMissingError(sink, batch_ms, found, counts, short)
 
     def _record(
         self, conn: Connection, sink: str, batch_ms: int, position: str | None, rows: int
