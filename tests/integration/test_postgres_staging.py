@@ -1,5 +1,7 @@
 """The postgres sink's staging table under kill -9: of the driver between staging and merge,
-then of the executors' Python workers during the staging write. Both end exact.
+then of the executors' Python workers during the staging write; and its staged rows emptied
+between staging and merge (as a restart of the server empties an UNLOGGED table). All end
+exact.
 
 The DStream engine (files source, files and postgres sinks) runs in local mode against the
 local server. The driver is held between the two steps at its merge's
@@ -13,9 +15,10 @@ from __future__ import annotations
 import os
 import random
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +125,23 @@ class Run:
         wait_for_pg_totals(self.dsn, self.table, truth(self.texts), timeout=240)
 
 
-def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid_copy(
-    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
-) -> None:
-    table = f"{pg_schema}.wc"
-    run = Run(dirs, pg_dsn, table, run_args(dirs, tmp_path, pg_dsn, table), random.Random(53))
+def started(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, dsn: str, table: str, seed: int
+) -> tuple[Run, App]:
+    """The app started, and its first file's totals in the table (the progress row too)."""
+    run = Run(dirs, dsn, table, run_args(dirs, tmp_path, dsn, table), random.Random(seed))
     app = start_app(*run.args)
     app.wait_for_log(CONTEXT_STARTED)
     run.add("a.txt")
     run.exact()
+    return run, app
+
+
+def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid_copy(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    run, app = started(dirs, start_app, tmp_path, pg_dsn, f"{pg_schema}.wc", 53)
+    table = run.table
 
     # The driver killed between the two steps: the rows staged, the merge held.
     with rows_held(pg_dsn, table):
@@ -166,4 +177,55 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     run.exact()
     assert app.terminate() == 0, app.log()[-3000:]
     assert staged_rows(pg_dsn, table) == 0
+    assert "Traceback" not in app.log()
+
+
+def progress_locked(dsn: str, table: str) -> psycopg.Connection[Any]:
+    """A connection in a transaction holding the sink's progress row FOR UPDATE: the
+    driver's merge, whose first statement locks that row, waits until it commits."""
+    conn = psycopg.connect(dsn)
+    schema, name = table.split(".")
+    conn.execute(
+        sql.SQL("SELECT 1 FROM {} FOR UPDATE").format(sql.Identifier(schema, name + "_progress"))
+    )
+    return conn
+
+
+def until(app: App, what: str, check: Callable[[], object], timeout: float = 180) -> None:
+    """wait_until, failing with the app's log (a batch waits behind those before it)."""
+    try:
+        wait_until(what, lambda: bool(check()), timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{app.log()[-3000:]}") from None
+
+
+def test_staged_rows_emptied_between_staging_and_merge_are_staged_again(
+    dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
+) -> None:
+    run, app = started(dirs, start_app, tmp_path, pg_dsn, f"{pg_schema}.wc", 59)
+    table = run.table
+
+    # b.txt's batch held in its staging COPY (so no other batch runs), the progress row
+    # locked, the COPY let go: the staged rows committed, the merge waits for the row.
+    with rows_held(pg_dsn, table + STAGING_SUFFIX):
+        run.add("b.txt")
+        waiting = partial(sessions_waiting, pg_dsn, "streaming-app executor", "advisory")
+        until(app, "b.txt's batch held in its COPY", waiting)
+        lock = progress_locked(pg_dsn, table)
+    with lock:
+        waiting = partial(sessions_waiting, pg_dsn, "streaming-app", "transactionid")
+        until(app, "the merge waiting for the progress row", waiting)
+        staging = sql.Identifier(pg_schema, "wc" + STAGING_SUFFIX)
+        emptied = lock.execute(sql.SQL("DELETE FROM {}").format(staging)).rowcount
+        assert emptied > 0  # b.txt's rows, staged and committed by the tasks
+    # The merge finds them missing, rolls back and stages the batch again.
+    app.wait_for_log(
+        rf"staged rows of table {table} missing: 0 of the {emptied} rows its tasks staged"
+        r" .*Staging the batch again \(attempt 2 of 3\)"
+    )
+    run.exact()
+    run.add("c.txt")
+    run.exact()
+    assert staged_rows(pg_dsn, table) == 0
+    assert app.terminate() == 0, app.log()[-3000:]
     assert "Traceback" not in app.log()

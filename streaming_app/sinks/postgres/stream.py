@@ -56,10 +56,13 @@ class _Runtime:
     dsn: str = ""
     stop: threading.Event = field(default_factory=threading.Event)
     give_up_after: float | None = None
-    writers: dict[str, PostgresWriter] = field(default_factory=dict)
+    # One writer (one connection) per table and query writing it: see writer_for.
+    writers: dict[tuple[str, str], PostgresWriter] = field(default_factory=dict)
 
 
 _RUNTIME = _Runtime()
+TOTALS = "totals"  # the query (or output operation) writing the totals table
+WINDOW = "window"  # the one writing `<table>_window`
 
 
 def configure_postgres(
@@ -88,13 +91,21 @@ def _new_writer(table: str, numeric: bool) -> PostgresWriter:
     )
 
 
-def writer_for(table: str, numeric: bool = False) -> PostgresWriter:
-    """This driver's writer for a table (one connection, today's DSN), tables created."""
-    writer = _RUNTIME.writers.get(table)
+def writer_for(table: str, numeric: bool = False, query: str = TOTALS) -> PostgresWriter:
+    """This driver's writer for a table and the query writing it (TOTALS or WINDOW): its
+    own connection, today's DSN, tables created.
+
+    A writer is not thread-safe, and the structured engine's totals and window queries run
+    their micro-batches at once, each in a thread of its own: on one shared connection a
+    transaction one opened while the other's was open would be a savepoint inside it,
+    committed or rolled back with it.
+    """
+    key = (table, query)
+    writer = _RUNTIME.writers.get(key)
     if writer is None:
         writer = _new_writer(table, numeric)
         writer.ensure_schema()
-        _RUNTIME.writers[table] = writer
+        _RUNTIME.writers[key] = writer
     return writer
 
 
@@ -125,7 +136,7 @@ def check_tables(table: str, numeric: bool = False) -> None:
     except BaseException:
         writer.close()
         raise
-    _RUNTIME.writers[table] = writer  # its connection serves the first batch
+    _RUNTIME.writers[table, TOTALS] = writer  # its connection serves the first batch
 
 
 def write_window_postgres(
@@ -136,7 +147,8 @@ def write_window_postgres(
 
     batch_ms = epoch_ms(batch_time)
     with app_errors_in_one_line(rdd.context):
-        if not writer_for(target.table, target.numeric).write_window_staged(rdd, batch_ms):
+        writer = writer_for(target.table, target.numeric, WINDOW)
+        if not writer.write_window_staged(rdd, batch_ms):
             log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 

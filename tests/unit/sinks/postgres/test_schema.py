@@ -8,8 +8,8 @@ from unittest import mock
 import pytest
 
 from streaming_app.errors import EXIT_USAGE, SinkError, SinkSetupError
+from streaming_app.sinks.postgres import connection as pg_sink
 from streaming_app.sinks.postgres import schema
-from streaming_app.sinks.postgres import writer as pg_sink
 
 
 def connection(server: str = "UTF8", encoding: str = "utf-8", column: str | None = None) -> Any:

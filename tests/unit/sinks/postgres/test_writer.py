@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from streaming_app.errors import EXIT_USAGE, SinkError, StopRequestedError
-from streaming_app.sinks.postgres import writer as pg_sink
+from streaming_app.sinks.postgres import session as pg_sink
 from streaming_app.sinks.postgres.writer import PostgresWriter, redact_dsn, validate_table_name
 
 REFUSED = (
