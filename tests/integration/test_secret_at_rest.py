@@ -1,8 +1,8 @@
 """No secret at rest: a checkpoint that an earlier commit wrote with the cluster's secret in it
 is said in one line at start, then scrubbed with `checkpoint scrub`, and no total is lost.
-A scrub killed midway leaves a checkpoint that recovers exactly, and scrub refuses a
-checkpoint a run holds. (Each step a scrub can be killed at, file by file:
-tests/unit/tools/test_secret_scrub.py.)
+A scrub killed midway leaves a checkpoint that recovers exactly (its leftover under scrub's
+earlier temporary name makes that recovery fail), and scrub refuses a checkpoint a run
+holds. (Each step a scrub can be killed at, file by file: tests/unit/tools/test_secret_scrub.py.)
 
 Commit 897783b is the last that let Spark write `spark.authenticate.secret` into the DStream
 checkpoint; its package is extracted from this repository, as the upgrade tests do.
