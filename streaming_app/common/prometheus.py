@@ -78,7 +78,7 @@ class PartitionPosition:
 class Endpoint:
     """The series of one driver process, in a registry of its own, served over HTTP."""
 
-    def __init__(self, info: dict[str, str]) -> None:
+    def __init__(self, info: dict[str, str], clock: Callable[[], float] = time.monotonic) -> None:
         from prometheus_client import (
             CollectorRegistry,
             Counter,
@@ -243,6 +243,7 @@ class Endpoint:
         failable = ALWAYS_FAILABLE + (("commit",) if info.get("source") == "kafka" else ())
         for operation in failable + tuple(s for s in info.get("sinks", "").split(",") if s):
             self.failures.labels(operation)
+        self._clock = clock  # monotonic seconds: the loop's beats, the scrapes, the stop
         self._server: Any = None
         self._metrics_app: Any = None
         self._lock = threading.Lock()
@@ -359,7 +360,7 @@ class Endpoint:
 
     def beat(self) -> None:
         """The driver's loop is alive: a wait on the stream returned (the JVM answered)."""
-        self._beat = time.monotonic()
+        self._beat = self._clock()
 
     def health(self) -> tuple[bool, str]:
         """`/healthz`: alive while the driver's loop last came round within ALIVE_SECONDS
@@ -367,7 +368,7 @@ class Endpoint:
         take minutes: `/readyz` and StreamingAppNotReady watch that)."""
         if self._beat is None:
             return True, "starting"
-        quiet = time.monotonic() - self._beat
+        quiet = self._clock() - self._beat
         if quiet > ALIVE_SECONDS:
             return False, f"the driver's loop has not come round for {quiet:.0f} s"
         return True, "alive"
@@ -390,7 +391,7 @@ class Endpoint:
             return [(text + "\n").encode()]
         body = self._metrics_app(environ, start_response)
         if path == "/metrics":
-            now = time.monotonic()
+            now = self._clock()
             if self._last_scrape is not None:
                 self._scrape_every = now - self._last_scrape
             self._last_scrape = now
@@ -401,22 +402,31 @@ class Endpoint:
     def begin_stop(self) -> None:
         """A stop the app was asked for began: served as `streaming_app_stopping 1`."""
         if self._stopping_at is None:
-            self._stopping_at = time.monotonic()
+            self._stopping_at = self._clock()
             self.stopping.set(1)
 
-    def linger(self, most: float) -> None:
+    def linger(self, most: float) -> bool:
         """Before the port closes after a stop that was asked for: wait until a scrape has
         read `streaming_app_stopping 1`, so that Prometheus knows the driver's
-        disappearance is intended (alerts.yml); at most `most` seconds since the stop
-        began, and two of the intervals seen between scrapes. Not at all when nothing
-        scraped the port twice (no Prometheus watches it)."""
-        if self._stopping_at is None or self._server is None or self._scrape_every is None:
-            return  # no stop asked for, or nothing scrapes the port regularly
-        most = min(most, 2 * self._scrape_every + 1)
-        left = most - (time.monotonic() - self._stopping_at)
-        if left > 0 and not self._scraped.is_set():
+        disappearance is intended (alerts.yml); at most linger_seconds(most). Whether a
+        scrape has seen the stop."""
+        left = self.linger_seconds(most)
+        if left > 0:
             log.info("waiting up to %.0f s for a last scrape of the metrics", left)
             self._scraped.wait(left)
+        return self._scraped.is_set()
+
+    def linger_seconds(self, most: float) -> float:
+        """How long linger waits from now: until `most` seconds, and two of the intervals
+        seen between scrapes and a second, have passed since the stop began. Not at all
+        when no stop was asked for (a crash), nothing scraped the port twice (no Prometheus
+        watches it), or a scrape has seen the stop already."""
+        if self._stopping_at is None or self._server is None or self._scrape_every is None:
+            return 0.0
+        if self._scraped.is_set():
+            return 0.0
+        most = min(most, 2 * self._scrape_every + 1)
+        return max(0.0, most - (self._clock() - self._stopping_at))
 
     def serve(self, host: str, port: int) -> int:
         """Serve `/metrics`, `/healthz` and `/readyz` on host:port (0: a free port);

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.batch_waits import wait_more_batches
 from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
@@ -121,7 +122,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
             (second_id,) = active_apps()
             # Some more batches run: a replay would show as doubled totals now.
-            time.sleep(3)
+            wait_more_batches(app)
             wait_for_totals(dirs["output"], truth(texts), app, timeout=5)
 
             assert app.terminate() == 0, app.log()[-4000:]

@@ -15,9 +15,9 @@ import contextlib
 import os
 import random
 import signal
-import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from streaming_app.settings.rules import STAGING_SUFFIX
@@ -50,6 +50,12 @@ def kill_executor(host: Host) -> int:
                 os.kill(int(pid), signal.SIGKILL)
                 killed += 1
     return killed
+
+
+def backends(dsn: str) -> set[int]:
+    """The process ids of the server's sessions."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {int(row[0]) for row in conn.execute("SELECT pid FROM pg_stat_activity")}
 
 
 def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_nothing(
@@ -86,8 +92,15 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                     waiting = sessions_waiting(server.local_dsn, EXECUTOR, "advisory")
                     held = {str(address) for _, address in waiting}
                     victim = next(h for h in ("wa", "wb") if hosts[h].address in held)
+                    killed = {pid for pid, a in waiting if str(a) == hosts[victim].address}
                     assert kill_executor(hosts[victim]) >= 2  # the JVM, a Python worker
-                    time.sleep(2)  # the server sees the connection go, and rolls it back
+                # Its rows let through, the server finds the killed task's connection gone
+                # and rolls its transaction back: its sessions end.
+                wait_until(
+                    "end of the killed executor's sessions",
+                    lambda: not killed & backends(server.local_dsn),
+                    120,
+                )
                 texts.append(make_text(rng, 40))
                 drop_file(dirs["input"], "c.txt", texts[-1].encode())
                 wait_for_pg_totals(server.local_dsn, TABLE, truth(texts), timeout=300)

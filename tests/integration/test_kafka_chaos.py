@@ -22,6 +22,7 @@ from streaming_app.sinks.postgres.writer import read_progress
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import produce
+from tests.integration.batch_waits import batch_ids, wait_more_batches, wait_planned
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import VOCABULARY, truth, wait_for_totals, window_outputs
 from tests.integration.kafka_helpers import (
@@ -74,36 +75,17 @@ class BackgroundProducer:
         return self.sent
 
 
-def batch_ids(checkpoint: Path, log: str) -> set[int]:
-    """The entries of the offsets or commits log by name: batch times (DStreams) or
-    micro-batch ids (Structured Streaming); a temp file of a write in progress is not one."""
-    directory = checkpoint / log
-    if not directory.is_dir():
-        return set()
-    return {int(name) for name in os.listdir(directory) if name.isdigit()}
-
-
 def planned_not_committed(checkpoint: Path) -> list[int]:
     """Batches in the offset log without a commit entry."""
     return sorted(batch_ids(checkpoint, "offsets") - batch_ids(checkpoint, "commits"))
 
 
 def wait_for_new_plan(checkpoint: Path, app: Any, timeout: float = 180) -> int:
-    """Poll the offset log every 2 ms; return the first batch time planned from now on.
+    """The first batch time planned from now on (the offset log polled every 2 ms).
 
     The timeout allows for a loaded machine: there a recovered structured query's first
     micro-batch took 52 s before the next one could be planned (CI of fb54e1e)."""
-    offsets = checkpoint / "offsets"
-    known = set(os.listdir(offsets)) if offsets.is_dir() else set()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if offsets.is_dir():
-            new = [n for n in os.listdir(offsets) if n.isdigit() and n not in known]
-            if new:
-                return int(min(new))
-        assert app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.002)
-    raise AssertionError("no batch was planned:\n" + app.log()[-3000:])
+    return wait_planned(checkpoint, batch_ids(checkpoint, "offsets"), app, timeout)
 
 
 def wait_to_kill(mode: str, checkpoint: Path, app: Any, rng: random.Random) -> str:
@@ -241,7 +223,7 @@ def chaos(
     assert in_topic == sorted(sent)
     expected = truth(sent)
     wait_for_totals(dirs["output"], expected, app, timeout=240)
-    time.sleep(5)  # more batches: a double count would show now
+    wait_more_batches(app)  # more batches: a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
     # The last recovery replayed every interval since its checkpoint, and a graceful stop
     # finishes every batch generated: let the app catch up first (as test_stop does).

@@ -1,8 +1,8 @@
 """No secret at rest: a checkpoint that an earlier commit wrote with the cluster's secret in it
 is said in one line at start, then scrubbed with `checkpoint scrub`, and no total is lost.
-A scrub killed midway leaves a checkpoint that recovers exactly, and scrub refuses a
-checkpoint a run holds. (Each step a scrub can be killed at, file by file:
-tests/unit/tools/test_secret_scrub.py.)
+A scrub killed midway leaves a checkpoint that recovers exactly (its leftover under scrub's
+earlier temporary name makes that recovery fail), and scrub refuses a checkpoint a run
+holds. (Each step a scrub can be killed at, file by file: tests/unit/tools/test_secret_scrub.py.)
 
 Commit 897783b is the last that let Spark write `spark.authenticate.secret` into the DStream
 checkpoint; its package is extracted from this repository, as the upgrade tests do.
@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.test_upgrade_from_releases import extract_release, start_release
@@ -98,7 +99,16 @@ def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    assert [p for p in dirs["checkpoint"].iterdir() if p.name.endswith(".tmp")]
+    (leftover,) = [p for p in dirs["checkpoint"].iterdir() if p.name.endswith(".tmp")]
+    # The positive control: the same leftover under scrub's earlier temporary name,
+    # `.<file>.scrub-<pid>.tmp`, makes the same recovery fail (Spark's listing keeps the name,
+    # then its full match throws scala.MatchError).
+    newest = max(p.name for p in dirs["checkpoint"].iterdir() if CHECKPOINT_FILE.match(p.name))
+    old_name = leftover.rename(leftover.with_name(f".{newest}.scrub-4242.tmp"))
+    broken = start_app(*args)
+    assert broken.wait(timeout=180) != 0, broken.log()[-3000:]
+    assert "MatchError" in broken.log(), broken.log()[-3000:]
+    old_name.rename(leftover)
     after_kill = start_app(*args)
     after_kill.wait_for_log(r"Recovered streaming context from checkpoint")
     # While a run holds the checkpoint, scrub refuses it: one line, exit 3, nothing changed.

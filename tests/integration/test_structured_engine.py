@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from bench.harness.processes import session_processes
 from streaming_app.lifecycle.worker_daemon import PRELOADED
+from tests.integration.batch_waits import batch_ids, kill_mid_batch, wait_planned
 from tests.integration.conftest import common_args, files_args
 from tests.integration.harness import (
     LineServer,
@@ -49,20 +49,23 @@ def test_files_exact_across_kill_9_and_restart(dirs: dict[str, Path], start_app:
     drop_file(dirs["input"], "before-start.txt", texts[0].encode())
     first = start_app(*structured_args(dirs))
     first.wait_for_log(QUERY_STARTED)
-    for i in range(3):
+    for i in range(3):  # spread over micro-batches (deltas and bases): each one planned
+        known = batch_ids(dirs["checkpoint"], "offsets")
         texts.append(make_text(rng, 30))
         drop_file(dirs["input"], f"a{i}.txt", texts[-1].encode())
-        time.sleep(0.7)  # spread over micro-batches: deltas and bases
+        wait_planned(dirs["checkpoint"], known, first)
     wait_for_totals(dirs["output"], truth(texts), first)
     # The Python workers fork from the app's preloaded daemon (a local master).
     commands = session_processes(first.proc.pid).values()
     assert any(f"-m {PRELOADED} " in command for command in commands), list(commands)
 
-    # Kill -9 the driver and its JVM while a micro-batch is (likely) in flight.
-    texts.append(make_text(rng, 30))
-    drop_file(dirs["input"], "in-flight.txt", texts[-1].encode())
-    time.sleep(1.2)  # picked up within a 1 s trigger; a micro-batch takes longer than that
-    first.kill9()
+    # Kill -9 the driver and its JVM while a micro-batch is in flight: its offsets logged,
+    # its commit not (checked; a micro-batch that committed first is tried again).
+    def in_flight() -> None:
+        texts.append(make_text(rng, 30))
+        drop_file(dirs["input"], f"in-flight-{len(texts)}.txt", texts[-1].encode())
+
+    kill_mid_batch(first, dirs["checkpoint"], in_flight)
 
     texts.append(make_text(rng, 30))
     drop_file(dirs["input"], "while-down.txt", texts[-1].encode())

@@ -19,6 +19,7 @@ from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.guard import state_checkpointed
 from streaming_app.recovery.metadata import read_metadata
 from streaming_app.recovery.snapshots import snapshot_times
+from tests.integration.batch_waits import wait_more_batches
 from tests.integration.conftest import files_args, kafka_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
@@ -101,7 +102,7 @@ def test_changed_batch_interval_fails_then_restores_from_snapshot_exactly(
     wait_for_totals(dirs["output"], truth(texts), again)
     add("f5.txt")
     wait_for_totals(dirs["output"], truth(texts), again)
-    time.sleep(3)  # more batches: a double count would show now
+    wait_more_batches(again)  # more batches: a double count would show now
     wait_for_totals(dirs["output"], truth(texts), again, timeout=5)
     assert again.terminate() == 0
     print(f"re-seeded after the kill: {reseed}")

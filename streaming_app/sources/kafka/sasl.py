@@ -10,16 +10,21 @@ exchange with the first bootstrap server that answers, as kafka-python makes it
 (SaslHandshake v1, then SaslAuthenticate v0 with PLAIN's token or SCRAM's messages,
 RFC 5802/7677). SCRAM's server is verified too: its nonce extends the client's, its
 iteration count is within Kafka's bounds (a server asking for millions would hold the
-driver in PBKDF2), and its final signature proves it holds the user's credential; a server
-that fails that is one line too (exit 2). Anything else (no server up, a broken exchange,
-another error) is left to kafka-python and the app's retries.
+driver in PBKDF2), its messages hold what RFC 5802 says they hold, and its final signature
+proves it holds the user's credential; a server that fails that is one line too (exit 2).
+Anything else (no server up, a connection closed mid-exchange, another error) is left to
+kafka-python, whose own SCRAM login checks the server too, and the app's retries; an
+exchange broken after the connection is said in a warning.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import logging
+import re
 import secrets
 import socket
 import struct
@@ -42,6 +47,8 @@ class SaslSettings(TlsSettings, Protocol):
     def sasl_plain_password(self) -> str | None: ...
 
 
+log = logging.getLogger(__name__)
+
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's bounds of a SCRAM credential's iterations (ScramMechanism min and maxIterations):
@@ -62,9 +69,10 @@ class _RefusedError(Exception):
 
 
 class ScramServerError(Exception):
-    """The server's side of a SCRAM exchange does not hold: a nonce that does not extend the
-    client's, an iteration count out of Kafka's bounds, or a final signature that proves
-    the server does not hold the user's credential (another server than the broker)."""
+    """The server's side of a SCRAM exchange does not hold: a malformed message, a nonce that
+    does not extend the client's, an iteration count out of Kafka's bounds, or a final
+    signature that proves the server does not hold the user's credential (another server
+    than the broker)."""
 
 
 class _Exchange:
@@ -124,6 +132,33 @@ def _saslname(user: str) -> str:
     return user.replace("=", "=3D").replace(",", "=2C")
 
 
+# An attribute of a server message (RFC 5802 section 7): one letter, `=`, a value.
+_ATTRIBUTE = re.compile(r"([A-Za-z])=(.*)", re.DOTALL)
+
+
+def _server_message(token: bytes, which: str, required: str) -> dict[str, str]:
+    """The attributes of a server's SCRAM message; ScramServerError if it is malformed or
+    lacks one of `required` (the message itself is not quoted: a rogue server wrote it)."""
+    try:
+        parts = [_ATTRIBUTE.fullmatch(part) for part in token.decode("utf-8").split(",")]
+    except UnicodeDecodeError:
+        raise ScramServerError(f"its {which} message is not UTF-8") from None
+    if not all(parts):
+        raise ScramServerError(f"its {which} message is malformed")
+    attributes = {m.group(1): m.group(2) for m in parts if m}
+    missing = [f"{name}=" for name in required if not attributes.get(name)]
+    if missing:
+        raise ScramServerError(f"its {which} message lacks {', '.join(missing)}")
+    return attributes
+
+
+def _base64(value: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ScramServerError(f"its {what} is not base64") from None
+
+
 def scram_exchange(
     exchange: _Exchange, mechanism: str, user: str, password: str, nonce: str | None = None
 ) -> None:
@@ -132,8 +167,11 @@ def scram_exchange(
     name = _HASHES[mechanism]
     client_nonce = nonce or secrets.token_urlsafe(18)
     first_bare = f"n={_saslname(user)},r={client_nonce}"
-    server_first = exchange.authenticate(f"n,,{first_bare}".encode()).decode("utf-8")
-    attributes = dict(part.split("=", 1) for part in server_first.split(","))
+    server_first_token = exchange.authenticate(f"n,,{first_bare}".encode())
+    attributes = _server_message(server_first_token, "first", "rsi")
+    server_first = server_first_token.decode("utf-8")
+    if not attributes["i"].isascii() or not attributes["i"].isdigit():
+        raise ScramServerError("its first message's iteration count is not a number")
     server_nonce, iterations = attributes["r"], int(attributes["i"])
     if not server_nonce.startswith(client_nonce) or len(server_nonce) == len(client_nonce):
         raise ScramServerError("its nonce does not extend the client's")
@@ -143,7 +181,7 @@ def scram_exchange(
             f"{MIN_ITERATIONS}-{MAX_ITERATIONS}"
         )
     salted = hashlib.pbkdf2_hmac(
-        name, password.encode("utf-8"), base64.b64decode(attributes["s"]), iterations
+        name, password.encode("utf-8"), _base64(attributes["s"], "salt"), iterations
     )
     without_proof = f"c=biws,r={server_nonce}"
     auth_message = f"{first_bare},{server_first},{without_proof}".encode()
@@ -153,11 +191,11 @@ def scram_exchange(
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
     server_final = exchange.authenticate(
         f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-    ).decode("utf-8")
-    final = dict(part.split("=", 1) for part in server_final.split(",") if "=" in part)
+    )
+    final = _server_message(server_final, "final", "v")
     server_key = hmac.new(salted, b"Server Key", name).digest()
     expected = hmac.new(server_key, auth_message, name).digest()
-    if not hmac.compare_digest(base64.b64decode(final.get("v", "")), expected):
+    if not hmac.compare_digest(_base64(final["v"], "final signature"), expected):
         raise ScramServerError("its final signature does not match the user's credential")
 
 
@@ -182,7 +220,11 @@ def check_sasl_credentials(
     context = client_context(connection) if protocol in TLS_PROTOCOLS else None
     for host, port in servers:
         try:
-            with socket.create_connection((host, port), timeout=timeout) as raw:
+            raw = socket.create_connection((host, port), timeout=timeout)
+        except OSError:
+            continue  # not up: kafka-python's
+        try:
+            with raw:
                 sock = context.wrap_socket(raw, server_hostname=host) if context else raw
                 with sock:
                     _login(_Exchange(sock), connection)
@@ -197,8 +239,15 @@ def check_sasl_credentials(
                 f"holds user {connection.sasl_plain_username!r}'s SCRAM credential ({exc}); "
                 "check the address, or the broker's credential for the user"
             ) from None
-        except (OSError, ValueError, KeyError, struct.error):
-            continue  # not up, or an exchange this check does not follow: kafka-python's
+        except (OSError, ValueError, KeyError, struct.error) as exc:
+            # A connection closed mid-exchange (a broker restarting looks the same), or an
+            # exchange this check does not follow: kafka-python's login decides.
+            log.warning(
+                "the SASL check with %s:%d did not finish (%s: %s); kafka-python's login "
+                "checks the server instead",
+                host, port, type(exc).__name__, exc,
+            )  # fmt: skip
+            continue
 
 
 def _refusal(connection: SaslSettings, server: str, refused: _RefusedError) -> ConfigError:

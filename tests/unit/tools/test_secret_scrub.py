@@ -88,6 +88,20 @@ def test_a_file_spark_could_not_read_once_scrubbed_is_left_unchanged(tmp_path: P
 # Spark's Checkpoint.REGEX, as its listing applies it (findFirstIn: anywhere in the name).
 SPARK_LISTS = re.compile(r"checkpoint-([\d]+)([\w\.]*)")
 
+
+def _hadoop_checksum(name: str) -> bool:
+    """Hadoop's checksum beside a file, which its local file system leaves out of listings."""
+    return name.startswith(".") and name.endswith(".crc")
+
+
+def test_the_listing_probe_finds_the_temporary_name_that_broke_recovery() -> None:
+    # The probe's positive control: scrub's earlier temporary name, `.<file>.scrub-<pid>.tmp`,
+    # is kept by Spark's listing and then fails its full match (scala.MatchError).
+    old = ".checkpoint-1000.scrub-4242.tmp"
+    assert SPARK_LISTS.search(old) and not SPARK_LISTS.fullmatch(old)
+    assert not _hadoop_checksum(old)
+
+
 # Runs scrub on argv[1] with the identity codec and SIGKILLs itself at step argv[2]: the
 # temporary file written and synced, the stale checksum removed, the first rename done.
 _KILLED_AT = """
@@ -132,11 +146,17 @@ def test_a_scrub_killed_at_any_step_leaves_whole_files_and_nothing_spark_lists(
         assert (tmp_path / name).read_bytes() in (secret, scrubbed)  # whole, old or new
     if step == "renamed":
         assert (tmp_path / "checkpoint-1000").read_bytes() == scrubbed
-    # What the kill left: Spark's listing matches no leftover; `checkpoint clean` takes it.
+    # What the kill left, of all Hadoop's local file system lists (it hides its `.*.crc`):
+    # Spark's listing matches no leftover anywhere in its name; `checkpoint clean` takes it.
     leftovers = [
-        p.name for p in tmp_path.iterdir() if not p.name.startswith(("checkpoint-", ".checkpoint-"))
+        p.name
+        for p in tmp_path.iterdir()
+        if p.name not in ("checkpoint-1000", "checkpoint-2000") and not _hadoop_checksum(p.name)
     ]
-    assert all(SPARK_LISTS.search(name) is None for name in leftovers), leftovers
+    if step == "written":
+        assert leftovers, "the kill after the write left no temporary file to check"
+    kept = [name for name in leftovers if SPARK_LISTS.search(name)]
+    assert not kept, f"Spark's checkpoint listing keeps the leftovers {kept}"
     assert all(_CLEAN_TEMP.match(name) for name in leftovers), leftovers
     # Run again, it finishes the job.
     assert scrub_checkpoint(str(tmp_path), _identity_codec())
