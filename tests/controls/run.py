@@ -1,7 +1,8 @@
 """Runs the ledger's controls: each patch must turn its tests red, and the tree without it green.
 
 For each control (docs/guarantees.md names it and the CI tests that must catch it):
-1. copy the work tree (tracked and untracked files, not ignored ones) to a scratch folder,
+1. copy the work tree (a shared clone of HEAD, then the tracked and untracked files as
+   they are, not ignored ones) to a scratch folder,
    so the CLI the tests start and Spark's Python workers import the changed code too
    (PYTHONPATH points at the copy);
 2. apply the patch there (`git apply`);
@@ -41,7 +42,14 @@ class Outcome:
 
 
 def scratch_copy(into: Path) -> Path:
-    """The work tree's files (tracked and untracked, not ignored) copied under `into`."""
+    """The work tree as it is, under `into`: a shared clone of HEAD (so tests that read
+    git's history, such as the releases' upgrade tests, find it) with the work tree's
+    tracked and untracked files, not ignored ones, copied over it."""
+    subprocess.run(
+        ["git", "clone", "-q", "--shared", str(ledger.ROOT), str(into)],
+        check=True,
+        capture_output=True,
+    )
     listing = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"],
         cwd=ledger.ROOT,
@@ -49,10 +57,10 @@ def scratch_copy(into: Path) -> Path:
         check=True,
     ).stdout.decode()
     for name in filter(None, listing.split("\0")):
-        source = ledger.ROOT / name
+        source, target = ledger.ROOT / name, into / name
         if not source.is_file():
-            continue  # deleted in the work tree
-        target = into / name
+            target.unlink(missing_ok=True)  # deleted in the work tree
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
     return into
