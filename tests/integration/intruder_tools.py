@@ -149,6 +149,19 @@ class Intruder:
             )
         self.started[label] = (proc, out)
 
+    def first_json(self, label: str, timeout: float) -> Any:
+        """A background action's first JSON line, once it has printed it (it runs on)."""
+        proc, out = self.started[label]
+        deadline = time.monotonic() + timeout
+        while True:
+            text = out.read_text("utf-8", errors="replace")
+            lines = [line for line in text.splitlines() if line.startswith("{")]
+            if lines:
+                return json.loads(lines[0])
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{label}: no JSON line within {timeout} s:\n{text[-3000:]}")
+            time.sleep(0.5)
+
     def finish(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> tuple[int, str]:
         """Wait for a background action; its exit code and output."""
         proc, out = self.started[label]
