@@ -130,7 +130,8 @@ def intruder_env(workdir: Path) -> dict[str, str]:
 
 
 class Intruder:
-    """Runs tests/integration/intruder.py's actions (and spark-submit) on the intruder host."""
+    """Runs tests/integration/intruder.py's actions (and spark-submit) on a host of the test:
+    the intruder's, or the driver's for the file server that serves a file (the control)."""
 
     def __init__(self, host: Host, workdir: Path) -> None:
         self.host, self.workdir = host, workdir

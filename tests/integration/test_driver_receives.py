@@ -249,8 +249,9 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
     jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
     for query in queries:  # Spark runs a query's jobs in the group of its run id
         got = received(event_log, jobs(str(query.runId)))
-        assert got.jobs > 0 and got.widest_job <= 4 * PARTITIONS, f"{query.name}: {got}"
-        assert got.largest_value <= VALUE_BYTES, f"{query.name}: {got}"
+        name = query.name or "totals"
+        assert got.jobs > 0 and got.widest_job <= 4 * PARTITIONS, f"{name}: {got}"
+        assert got.largest_value <= VALUE_BYTES, f"{name}: {got}"
 
 
 def _pg_reached(dsn: str, table: str, expected: dict[str, Any]) -> bool:
