@@ -58,7 +58,8 @@ def every_total(
     if batch_id == 0:
         return changes
     before = state_totals(spark, checkpoint, batch_id - 1)
-    kept = before.join(changes.select(KEY), KEY, "left_anti")
+    # Not broadcast: a broadcast join collects the changed keys on the driver first.
+    kept = before.join(changes.select(KEY).hint("shuffle_hash"), KEY, "left_anti")
     return kept.unionByName(changes)
 
 

@@ -6,8 +6,11 @@ the refusal is its result, for the test to judge.
 - `job MASTER NAME [--secret S]`: a PySpark application on the standalone master (with
   `--secret`: authentication and encryption on, with that secret) runs a small job.
 - `fetch DRIVER OUT PATH...`: a local-mode PySpark asks the driver's RPC file server
-  (`spark://HOST:PORT`) for each PATH (`files/NAME`, `jars/NAME`), as an executor would,
-  with no secret; what it is given is saved under OUT.
+  (`spark://HOST:PORT`) for each PATH (`files/NAME`, `jars/NAME`, or a whole
+  `spark://HOST:PORT/files/NAME`), as an executor would, with no secret; what it is given
+  is saved under OUT.
+- `serve HOST PORT FILE SECONDS`: the positive control of `fetch`: Spark's RPC file server
+  with no secret, on HOST:PORT, serving FILE for that long; prints its URI first.
 - `kill-ui UI SECONDS`: for that long, every kill link the driver's web UI shows is
   submitted (with the CSRF token the page holds), and every job and stage it lists, and a
   few ids beyond, is sent the kill request without one (GET and POST).
@@ -89,14 +92,8 @@ def job(master: str, name: str, secret: str | None, wait: float) -> dict[str, An
     return result
 
 
-def fetch(driver: str, out: Path, paths: list[str]) -> dict[str, Any]:
-    """Ask the driver's file server for each path, as an executor would; save what comes
-    (its / as _).
-
-    A client-mode RpcEnv of PySpark's JVM, with no secret, does what `SparkEnv.get.rpcEnv`
-    would: py4j cannot call SparkEnv itself (its methods name protobuf classes, which
-    pyspark's jars do not have).
-    """
+def _rpc_env(name: str, host: str, port: int, client: bool) -> tuple[Any, Any]:
+    """A JVM of PySpark's and a Spark RpcEnv in it with no secret (client: no server)."""
     from pyspark.java_gateway import launch_gateway
 
     gateway = launch_gateway()
@@ -107,23 +104,48 @@ def fetch(driver: str, out: Path, paths: list[str]) -> dict[str, Any]:
     security = jvm.org.apache.spark.SecurityManager(
         conf, jvm.scala.Option.empty(), secret_file_entry
     )
-    rpc_env = jvm.org.apache.spark.rpc.RpcEnv.create("intruder", "0.0.0.0", 0, conf, security, True)
+    rpc_env = jvm.org.apache.spark.rpc.RpcEnv.create(name, host, port, conf, security, client)
+    return gateway, rpc_env
+
+
+def fetch(driver: str, out: Path, paths: list[str]) -> dict[str, Any]:
+    """Ask the driver's file server for each path, as an executor would; save what comes
+    (its / as _).
+
+    A client-mode RpcEnv of PySpark's JVM, with no secret, does what `SparkEnv.get.rpcEnv`
+    would: py4j cannot call SparkEnv itself (its methods name protobuf classes, which
+    pyspark's jars do not have).
+    """
+    gateway, rpc_env = _rpc_env("intruder", "0.0.0.0", 0, client=True)
+    jvm = gateway.jvm
     found: dict[str, Any] = {}
     out.mkdir(parents=True, exist_ok=True)
-    for name in paths:
+    for name in paths:  # a path, or a whole URI (another file server's)
         try:
-            channel = rpc_env.openChannel(f"{driver}/{name}")
+            channel = rpc_env.openChannel(name if "://" in name else f"{driver}/{name}")
             stream = jvm.java.nio.channels.Channels.newInputStream(channel)
             data = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
             stream.close()
         except Exception as exc:
             found[name] = {"error": _first_line(exc)}
             continue
-        (out / name.replace("/", "_")).write_bytes(data)
+        (out / re.sub(r"[/:]", "_", name)).write_bytes(data)
         found[name] = {"bytes": len(data)}
     rpc_env.shutdown()
     gateway.shutdown()
     return found
+
+
+def serve(host: str, port: int, path: Path, seconds: float) -> dict[str, Any]:
+    """Serve `path` from a file server as the driver's, with no secret, for `seconds`; its
+    URI (`spark://HOST:PORT/files/NAME`) is printed as soon as it is served."""
+    gateway, rpc_env = _rpc_env("control", host, port, client=False)
+    uri = rpc_env.fileServer().addFile(gateway.jvm.java.io.File(str(path)))
+    print(json.dumps({"uri": uri}), flush=True)
+    time.sleep(seconds)
+    rpc_env.shutdown()
+    gateway.shutdown()
+    return {"uri": uri, "served_s": seconds}
 
 
 def http(method: str, url: str, form: str | None, save: Path | None) -> dict[str, Any]:
@@ -259,6 +281,11 @@ def main(argv: list[str]) -> None:
     p_fetch.add_argument("driver")
     p_fetch.add_argument("out", type=Path)
     p_fetch.add_argument("paths", nargs="+")
+    p_serve = actions.add_parser("serve")
+    p_serve.add_argument("host")
+    p_serve.add_argument("port", type=int)
+    p_serve.add_argument("path", type=Path)
+    p_serve.add_argument("seconds", type=float)
     p_kill = actions.add_parser("kill-ui")
     p_kill.add_argument("ui")
     p_kill.add_argument("seconds", type=float)
@@ -278,6 +305,8 @@ def main(argv: list[str]) -> None:
         result = job(args.master, args.name, args.secret, args.wait)
     elif args.action == "fetch":
         result = fetch(args.driver, args.out, args.paths)
+    elif args.action == "serve":
+        result = serve(args.host, args.port, args.path, args.seconds)
     elif args.action == "kill-ui":
         result = kill_ui(args.ui, args.seconds)
     elif args.action == "kill-app":

@@ -130,7 +130,8 @@ def intruder_env(workdir: Path) -> dict[str, str]:
 
 
 class Intruder:
-    """Runs tests/integration/intruder.py's actions (and spark-submit) on the intruder host."""
+    """Runs tests/integration/intruder.py's actions (and spark-submit) on a host of the test:
+    the intruder's, or the driver's for the file server that serves a file (the control)."""
 
     def __init__(self, host: Host, workdir: Path) -> None:
         self.host, self.workdir = host, workdir
@@ -148,6 +149,19 @@ class Intruder:
                 command, stdout=handle, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT
             )
         self.started[label] = (proc, out)
+
+    def first_json(self, label: str, timeout: float) -> Any:
+        """A background action's first JSON line, once it has printed it (it runs on)."""
+        proc, out = self.started[label]
+        deadline = time.monotonic() + timeout
+        while True:
+            text = out.read_text("utf-8", errors="replace")
+            lines = [line for line in text.splitlines() if line.startswith("{")]
+            if lines:
+                return json.loads(lines[0])
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{label}: no JSON line within {timeout} s:\n{text[-3000:]}")
+            time.sleep(0.5)
 
     def finish(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> tuple[int, str]:
         """Wait for a background action; its exit code and output."""

@@ -2,12 +2,17 @@
 
 Every sink of both engines (files, console, postgres; the totals, a table replaced after a
 gap, the sliding window; word counts and keyed sums) runs here on real Spark (local mode)
-and a real PostgreSQL, over batches that change KEYS keys, while a spy records what every
-action that returns data to the driver (RDD `collect`, `take`, `takeOrdered`, ...,
-DataFrame `collect`, `toArrow`, `toPandas`, ...) returned. Spark's own `takeOrdered` and
-`reduce` collect one result a partition, so they are seen too. The test fails if a sink
-brings more of the batch's keys to the driver than the console's top N of each
-partition, and checks that what the sinks wrote is exact.
+and a real PostgreSQL, over batches that change KEYS keys. Whatever form a sink would
+bring rows in (keys, lines, JSON, CSV, Rows, Arrow, an accumulator), they reach the driver
+as its tasks' results, and Spark's event log records each task's result size: beyond its
+metrics (METRIC_BYTES an accumulator update), no task may return more than VALUE_BYTES,
+where one partition's share of a batch's changed keys is twice that and more; a
+sink's call runs at most 2 x PARTITIONS tasks (DStreams), a query's job 4 x PARTITIONS.
+A spy on the driver's Python actions (RDD `collect`, `take`, `takeOrdered`, ..., DataFrame
+`collect`, `toArrow`, `toPandas`, ...) counts what they returned, pickled: the digests'
+and the console's tops, a few hundred bytes a sink. The test also checks that what the
+sinks wrote is exact. Its control, tests/controls/driver-collects-delta.patch, collects
+the files delta's lines on the driver.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -31,102 +35,37 @@ from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.sinks.files_layout import WINDOW, read_totals, totals_name
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.state.buckets import by_bucket, merge_parts, next_state
+from tests.integration.driver_spy import Spy, spy_on
+from tests.integration.task_results import event_log_settings, received
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 PARTITIONS = 2
 BUCKETS = 16
 KEYS = 4000  # keys a batch changes
+# What a task's result may hold beyond its metrics: a count, a digest, a top N, a file
+# write's commit message (its paths: 3.7 KiB at most here). One partition's share of a
+# batch's changed keys, in any form, is twice that and more (KEYS / PARTITIONS keys: the
+# delta's lines 17 KiB, a broadcast of the keys 12 KiB).
+VALUE_BYTES = 6 * 1024
 TOP_N = 3
 BATCH_MS = 1000
-
-
-@dataclass
-class Spy:
-    """The keys the driver received, counted where an action returned them: the innermost
-    spied call (takeOrdered's partitions' tops, as its own collect returned them)."""
-
-    keys: set[str]
-    seen: Counter[str] = field(default_factory=Counter)
-    calls: Counter[str] = field(default_factory=Counter)
-    # Per thread (the two queries' foreachBatch calls run at once): the spied calls under
-    # way, each with whether it made a spied call of its own.
-    _local: threading.local = field(default_factory=threading.local)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def call(self, action: str, run: Any) -> Any:
-        stack = self._local.__dict__.setdefault("stack", [])
-        if stack:
-            stack[-1] = True
-        stack.append(False)
-        try:
-            result = run()
-        finally:
-            nested = stack.pop()
-        if not nested:
-            received = [found for found in _strings(result) if found in self.keys]
-            with self._lock:
-                self.calls[action] += 1
-                self.seen.update(received)
-        return result
-
-    def keys_received(self) -> int:
-        return sum(self.seen.values())
-
-
-def _strings(value: Any, depth: int = 0) -> Iterator[str]:
-    """Every string in a (nested) result: lists, tuples, Rows, dicts, Arrow tables."""
-    if isinstance(value, str):
-        yield value
-    elif hasattr(value, "to_pylist") and depth < 4:  # a pyarrow table or array
-        yield from _strings(value.to_pylist(), depth + 1)
-    elif hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas frame
-        yield from _strings(value.to_dict("list"), depth + 1)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key, depth + 1)
-            yield from _strings(item, depth + 1)
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        for item in value:
-            yield from _strings(item, depth + 1)
-
-
-RDD_ACTIONS = ("collect", "take", "takeOrdered", "top", "first", "collectAsMap", "takeSample")
-FRAME_ACTIONS = ("collect", "take", "head", "first", "tail", "toArrow", "toPandas")
 
 
 @pytest.fixture
 def spy(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spy]:
     """Every driver-side action of RDDs and DataFrames, recorded; iterating refused."""
-    from pyspark import RDD
-
-    # The class of the session's frames (Spark 4's classic DataFrame overrides the API's).
-    DataFrame = type(spark.range(1))  # noqa: N806 (a class)
-    found = Spy(set())
-
-    def wrap(owner: type, name: str) -> None:
-        original = getattr(owner, name)
-
-        def spied(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return found.call(f"{owner.__name__}.{name}", lambda: original(self, *args, **kwargs))
-
-        monkeypatch.setattr(owner, name, spied)
-
-    for name in RDD_ACTIONS:
-        wrap(RDD, name)
-    for name in FRAME_ACTIONS:
-        wrap(DataFrame, name)
-    monkeypatch.setattr(RDD, "toLocalIterator", _refused)
-    monkeypatch.setattr(DataFrame, "toLocalIterator", _refused)
-    yield found
-
-
-def _refused(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError("a sink iterates over rows on the driver")
+    yield from spy_on(spark, monkeypatch)
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's event log directory: what each task returned to the driver."""
+    return tmp_path_factory.mktemp("event-log")
+
+
+@pytest.fixture(scope="module")
+def spark(event_log: Path) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -140,6 +79,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             "spark.sql.streaming.stateStore.providerClass",
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
+        .config(map=event_log_settings(event_log))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -167,7 +107,7 @@ def _batch(sc: Any, lines: list[str]) -> Any:
 
 
 def test_the_dstream_sinks_bring_no_rows_to_the_driver(
-    spark: Any, spy: Spy, tmp_path: Path, pg_dsn: str, pg_schema: str
+    spark: Any, spy: Spy, event_log: Path, tmp_path: Path, pg_dsn: str, pg_schema: str
 ) -> None:
     from streaming_app.sinks.console import write_console, write_window_console
     from streaming_app.sinks.files import FilesSettings, write_totals, write_window_files
@@ -195,7 +135,6 @@ def test_the_dstream_sinks_bring_no_rows_to_the_driver(
     for round_no in range(1, 4):  # a base (the first), then deltas
         words = _words(rng, round_no)
         totals.update(words)
-        spy.keys |= set(words)
         lines = _lines(words)
         batch = _batch(sc, lines)
         state = next_state(datetime.now(), state, batch, PARTITIONS, update_count, TOP_N).cache()
@@ -206,17 +145,28 @@ def test_the_dstream_sinks_bring_no_rows_to_the_driver(
         plain_state = plain.reduceByKey(add_counts).cache()
         window = counts  # a window of one batch: every key of it
         t = datetime.fromtimestamp(round_no * BATCH_MS / 1000)
-        before = spy.keys_received()
-        write_totals(t, state, view, files)
-        write_console(t, state, view, TOP_N)
-        write_postgres(t, state, target, view)
-        write_postgres(t, with_changes(t, plain_state, counts), keyless)  # state_buckets = 0
-        write_window_files(t, window, str(out), 10)
-        write_window_console(t, window, TOP_N)
-        write_window_postgres(t, window, WindowTarget(table))
-        received = spy.keys_received() - before
-        # The console lines' tops: TOP_N keys a partition, twice (totals, window).
-        assert received <= 2 * TOP_N * PARTITIONS, (received, spy.seen.most_common(5))
+        sinks = {
+            "files": partial(write_totals, t, state, view, files),
+            "console": partial(write_console, t, state, view, TOP_N),
+            "postgres": partial(write_postgres, t, state, target, view),
+            "postgres, one record a key": partial(
+                write_postgres, t, with_changes(t, plain_state, counts), keyless
+            ),
+            "files window": partial(write_window_files, t, window, str(out), 10),
+            "console window": partial(write_window_console, t, window, TOP_N),
+            "postgres window": partial(write_window_postgres, t, window, WindowTarget(table)),
+        }
+        before = spy.bytes
+        for sink, write in sinks.items():
+            group = f"round {round_no}: {sink}"
+            sc.setJobGroup(group, group)
+            write()
+            got = received(event_log, sc.statusTracker().getJobIdsForGroup(group))
+            assert got.tasks <= 2 * PARTITIONS, f"{group}: {got}"
+            assert got.largest_value <= VALUE_BYTES, f"{group}: {got}"
+        sc.setJobGroup("", "")
+        # The digests and the console lines' tops: a few records a partition, each sink.
+        assert spy.bytes - before <= len(sinks) * PARTITIONS * TOP_N * 100, spy.bytes - before
     assert read_totals(str(out)) == (3 * BATCH_MS, dict(totals))
     assert read_pg_totals(pg_dsn, table) == dict(totals)
     assert read_pg_totals(pg_dsn, keyless_table) == dict(totals)
@@ -240,6 +190,7 @@ def _wait(what: str, check: Any, timeout: float = 180) -> None:
 def test_the_structured_sinks_bring_no_rows_to_the_driver(
     spark: Any,
     spy: Spy,
+    event_log: Path,
     tmp_path: Path,
     pg_dsn: str,
     pg_schema: str,
@@ -278,7 +229,6 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
         for round_no in range(1, 5):
             words = _words(rng, round_no)
             totals.update(words)
-            spy.keys |= set(words)
             temp = tmp_path / f"f{round_no}.tmp"
             temp.write_text("\n".join(_lines(words)) + "\n")
             temp.rename(inputs / f"f{round_no}.txt")
@@ -294,9 +244,14 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
     printed = capsys.readouterr().out.splitlines()
     lines = [line for line in printed if line.startswith(("Counts at", "Window at"))]
     assert any(line.startswith("Window at") for line in lines)
-    received = spy.keys_received()
-    # Only the console lines' tops: TOP_N keys a partition, each line.
-    assert 0 < received <= len(lines) * TOP_N * PARTITIONS, (received, len(lines))
+    # The console lines' tops, the staging tasks' counts: a few records a partition, a line.
+    assert 0 < spy.bytes <= len(lines) * 2048, (spy.bytes, spy.records, len(lines))
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
+    for query in queries:  # Spark runs a query's jobs in the group of its run id
+        got = received(event_log, jobs(str(query.runId)))
+        name = query.name or "totals"
+        assert got.jobs > 0 and got.widest_job <= 4 * PARTITIONS, f"{name}: {got}"
+        assert got.largest_value <= VALUE_BYTES, f"{name}: {got}"
 
 
 def _pg_reached(dsn: str, table: str, expected: dict[str, Any]) -> bool:

@@ -10,7 +10,8 @@ the REST submission server (port 6066) and through the master's RPC port (`spark
 links; the driver's RPC file server, which Spark does not protect, for every file the
 driver's UI lists and the code zip that `submit.sh` ships on an unsecured cluster (a
 secured one's workers import the app installed in their Python: the driver serves
-nothing); the driver UI's environment. A capture of the bridge throughout holds
+nothing), and, the same probe's positive control, a file that a file server on the
+driver's host does serve; the driver UI's environment. A capture of the bridge throughout holds
 no input word (long random tokens) and no secret; no process's command line holds the
 secret, nor does any file the run leaves.
 
@@ -55,6 +56,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(480)]  # 2-3 minutes when
 
 REST_PORT = 6066  # the master's REST submission server, were it on
 DRIVER_PORT = {"dstream": 7101, "structured": 7102}  # the driver's RPC (and file) server
+CONTROL_PORT = 7109  # a file server that serves a file, on the driver's host
 UI_PORT = {"dstream": 4041, "structured": 4042}
 METRICS_PORT = {"dstream": 9108, "structured": 9109}  # the driver's /metrics
 WORDS = 16
@@ -227,6 +229,12 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
         },
     )
     intruder = Intruder(hosts["intruder"], tmp_path)
+    # The fetch's positive control: on the driver's host, Spark's file server with no
+    # secret serving a file, as an unsecured driver serves its --py-files zip.
+    on_driver = Intruder(hosts["driver"], tmp_path)
+    control_file = tmp_path / "served-control.txt"
+    control_file.write_bytes(secrets.token_hex(16).encode())
+    on_driver.start("control-server", "serve", driver, str(CONTROL_PORT), str(control_file), "900")
     try:
         with cluster.logs_on_failure():
             app.wait_for_log(STARTED[engine], timeout=180)
@@ -266,7 +274,9 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             ]
             fetched_dir = tmp_path / "intruder-fetched"
             driver_rpc = f"spark://{driver}:{DRIVER_PORT[engine]}"
-            intruder.start("fetch", "fetch", driver_rpc, str(fetched_dir), *served, *guesses)
+            control_uri = on_driver.first_json("control-server", timeout=120)["uri"]
+            probes = [*served, *guesses, control_uri]
+            intruder.start("fetch", "fetch", driver_rpc, str(fetched_dir), *probes)
             kills = intruder.now("kill-ui", driver_ui, "10", timeout=200)
             page_file = tmp_path / "intruder-environment.html"
             page = intruder.now(
@@ -302,7 +312,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             assert app.terminate(timeout=150) == 0, app.log()[-4000:]
     finally:
         app.stop_if_running()
-        for proc, _out in intruder.started.values():
+        for proc, _out in [*intruder.started.values(), *on_driver.started.values()]:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         prometheus.stop()
@@ -355,6 +365,11 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # import the app installed in their Python (submit.sh's default on a secured cluster).
     assert served == [], served
     assert all("error" in fetched[path] for path in guesses), fetched
+    # The same probe, from the same host, did get a file where a file server serves one.
+    assert control_uri == f"spark://{driver}:{CONTROL_PORT}/files/{control_file.name}"
+    assert fetched[control_uri] == {"bytes": control_file.stat().st_size}, fetched
+    (got_control,) = [p for p in fetched_dir.iterdir() if p.name.endswith(control_file.name)]
+    assert got_control.read_bytes() == control_file.read_bytes()
     assert find_secrets([environment_file, page_file, seen_dir, fetched_dir], [secret]) == []
     # (g): the driver's series, scraped from another host, with the app's values; neither
     # the text nor any label or value Prometheus stored holds the secret or a password.

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
 
-from streaming_app.lifecycle.worker_daemon import without_secret
+from streaming_app.lifecycle.worker_daemon import PRELOADED, STOCK, without_secret
 
 
 def in_new_python(code: str) -> str:
@@ -53,17 +52,14 @@ def test_the_old_name_of_the_daemon_still_starts_it() -> None:
     assert in_new_python(code) == "['manager'] True"
 
 
-def test_the_daemons_workers_hold_no_cluster_secret(tmp_path: Any) -> None:
+def test_the_daemons_workers_hold_no_cluster_secret_where_the_stock_daemons_do() -> None:
     # A real local Spark whose executor environment has Spark's secret, as a standalone
-    # worker gives it to its executors: a task reads its worker's environment both ways.
+    # worker gives it to its executors: a task reads its worker's environment both ways,
+    # under this daemon and then, the probe's positive control, under Spark's own.
     code = (
         "import os\n"
         "os.environ['_SPARK_AUTH_SECRET'] = 'the-cluster-secret-42'\n"
         "from pyspark import SparkConf, SparkContext\n"
-        "conf = SparkConf().setMaster('local[1]').setAppName('daemon-secret')\n"
-        "conf.set('spark.python.daemon.module', 'streaming_app.lifecycle.worker_daemon')\n"
-        "conf.set('spark.ui.enabled', 'false').set('spark.driver.host', '127.0.0.1')\n"
-        "sc = SparkContext(conf=conf)\n"
         "def look(_):\n"
         "    import os\n"
         "    with open('/proc/self/environ', 'rb') as f:\n"
@@ -73,15 +69,24 @@ def test_the_daemons_workers_hold_no_cluster_secret(tmp_path: Any) -> None:
         "    return (os.environ.get('_SPARK_AUTH_SECRET'), b'the-cluster-secret-42' in raw,\n"
         "            b'the-cluster-secret-42' in daemon, 'worker_daemon' in open(\n"
         "            f'/proc/{os.getppid()}/cmdline').read())\n"
-        "print(sc.parallelize([0, 1], 2).map(look).collect())\n"
-        "sc.stop()\n"
+        f"for module in {[PRELOADED, STOCK]!r}:\n"
+        "    conf = SparkConf().setMaster('local[1]').setAppName('daemon-secret')\n"
+        "    conf.set('spark.python.daemon.module', module)\n"
+        "    conf.set('spark.ui.enabled', 'false').set('spark.driver.host', '127.0.0.1')\n"
+        "    sc = SparkContext(conf=conf)\n"
+        "    print(module, sc.parallelize([0, 1], 2).map(look).collect())\n"
+        "    sc.stop()\n"
     )
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == str([(None, False, False, True)] * 2)
+    printed = done.stdout.strip().splitlines()[-2:]
+    assert printed == [
+        f"{PRELOADED} {[(None, False, False, True)] * 2}",
+        f"{STOCK} {[('the-cluster-secret-42', True, True, False)] * 2}",
+    ]
 
 
 def test_the_environment_to_start_again_in_drops_the_secret_only() -> None:
