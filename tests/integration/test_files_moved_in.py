@@ -1,0 +1,48 @@
+"""The files source counts every file moved in: a non-ASCII name under the POSIX locale,
+and (DStreams) a file whose modification time is older than the stream's window."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import files_args
+from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.log_lines import CONTEXT_STARTED, QUERY_STARTED
+from tests.integration.test_structured_engine import structured_args
+
+pytestmark = pytest.mark.timeout(300)
+# The POSIX locale, as in containers and under service managers: LANG alone would not do,
+# LC_ALL overrides it.
+POSIX = {"LC_ALL": "C", "LANG": "C"}
+NON_ASCII = "ünïcode-1.txt"
+
+
+def test_dstream_counts_a_non_ascii_file_name_under_the_posix_locale(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(55)
+    app = start_app(*files_args(dirs), env=POSIX)
+    app.wait_for_log(CONTEXT_STARTED)
+    texts = [make_text(rng, 20), make_text(rng, 20)]
+    drop_file(dirs["input"], NON_ASCII, texts[0].encode())
+    drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
+    wait_for_totals(dirs["output"], truth(texts), app)
+    assert app.terminate() == 0
+
+
+def test_structured_counts_a_non_ascii_file_name_under_the_posix_locale(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(56)
+    texts = [make_text(rng, 20)]
+    drop_file(dirs["input"], NON_ASCII, texts[0].encode())  # read by the first micro-batch
+    app = start_app(*structured_args(dirs), env=POSIX)
+    app.wait_for_log(QUERY_STARTED)
+    texts.append(make_text(rng, 20))
+    drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
+    wait_for_totals(dirs["output"], truth(texts), app)
+    assert app.terminate() == 0
