@@ -17,7 +17,9 @@ def build_source(
         return socket_lines(ssc, config.host, config.port)
     if config.source == "files":
         assert config.input_dir is not None
-        return directory_lines(ssc, config.input_dir, config.checkpoint_dir, seeded)
+        return directory_lines(
+            ssc, config.input_dir, config.checkpoint_dir, seeded, config.batch_ms
+        )
     if config.source == "kafka":
         from streaming_app.sources.kafka.stream import kafka_lines
 

@@ -4,6 +4,7 @@ and (DStreams) a file whose modification time is older than the stream's window.
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,5 +45,35 @@ def test_structured_counts_a_non_ascii_file_name_under_the_posix_locale(
     app.wait_for_log(QUERY_STARTED)
     texts.append(make_text(rng, 20))
     drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
+    wait_for_totals(dirs["output"], truth(texts), app)
+    assert app.terminate() == 0
+
+
+def test_dstream_counts_a_file_moved_in_with_a_modification_time_two_hours_old(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(57)
+    app = start_app(*files_args(dirs))
+    app.wait_for_log(CONTEXT_STARTED)
+    texts = [make_text(rng, 20), make_text(rng, 20)]
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    drop_file(dirs["input"], "written-earlier.txt", texts[0].encode(), mtime_ms=two_hours_ago)
+    drop_file(dirs["input"], "fresh.txt", texts[1].encode())
+    wait_for_totals(dirs["output"], truth(texts), app)
+    # Named in one warning, with what was done about it.
+    app.wait_for_log(r"source: written-earlier\.txt in \S+ was moved in with a modification time")
+    assert app.terminate() == 0
+
+
+def test_structured_counts_a_file_moved_in_with_a_modification_time_two_hours_old(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    rng = random.Random(58)
+    app = start_app(*structured_args(dirs))
+    app.wait_for_log(QUERY_STARTED)
+    texts = [make_text(rng, 20), make_text(rng, 20)]
+    drop_file(dirs["input"], "fresh.txt", texts[1].encode())
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    drop_file(dirs["input"], "written-earlier.txt", texts[0].encode(), mtime_ms=two_hours_ago)
     wait_for_totals(dirs["output"], truth(texts), app)
     assert app.terminate() == 0
