@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.log_lines import CONTEXT_STARTED, QUERY_STARTED
@@ -33,6 +34,38 @@ def test_dstream_counts_a_non_ascii_file_name_under_the_posix_locale(
     drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
     wait_for_totals(dirs["output"], truth(texts), app)
     assert app.terminate() == 0
+
+
+@pytest.mark.cluster
+def test_a_cluster_counts_a_non_ascii_file_name_under_the_posix_locale(
+    dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Master, worker (and so its executors) and scripts/submit.sh all under LC_ALL=C: the
+    executors open the file by a name that is not ASCII too."""
+    rng = random.Random(59)
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.env.update(POSIX)
+    run_args = files_args(dirs, "--allow-local-checkpoint", "--batch-interval", "2")
+    app = None
+    try:
+        cluster.start()
+        submit_args = [
+            "--master", cluster.master_url, "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", "spark.driver.bindAddress=127.0.0.1", "--executor-memory", "512m",
+        ]  # fmt: skip
+        with cluster.logs_on_failure():
+            app = SubmittedApp(submit_args, run_args, tmp_path, "submit", env=POSIX)
+            app.wait_for_log(CONTEXT_STARTED, timeout=150)
+            texts = [make_text(rng, 20), make_text(rng, 20)]
+            drop_file(dirs["input"], NON_ASCII, texts[0].encode())
+            drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
+            wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
+            assert app.terminate() == 0
+    finally:
+        if app is not None:
+            app.stop_if_running()
+        cluster.stop()
 
 
 def test_structured_counts_a_non_ascii_file_name_under_the_posix_locale(
