@@ -23,7 +23,13 @@ from streaming_app.sources.files_log import (
     base_name,
     visible_names,
 )
-from streaming_app.sources.late_files import forget, note_read, remember_ms, renew_late_files
+from streaming_app.sources.late_files import (
+    SnapshotFiles,
+    forget,
+    note_read,
+    remember_ms,
+    renew_late_files,
+)
 from streaming_app.sources.line_counts import counted
 
 if TYPE_CHECKING:
@@ -38,13 +44,15 @@ def directory_lines(
     checkpoint_dir: str,
     seeded: frozenset[str],
     batch_ms: int,
+    snapshot_files: SnapshotFiles | None = None,
 ) -> DStream[str]:
     """Lines of the files that appear in a directory: replayable, exact across crashes.
 
     Which files each batch read goes to `input-files/` under the checkpoint (snapshots
     record it); files counted into a restored context's seed are not read again. A file
     moved in with a modification time before the stream's window is made new again
-    (late_files.py).
+    (late_files.py; `snapshot_files`: the files the newest snapshot of this context
+    includes, since the snapshot writer prunes the log).
     """
     fs = HadoopFs(ssc.sparkContext, checkpoint_dir)
     files_log = InputFilesLog(fs, checkpoint_dir)
@@ -62,8 +70,8 @@ def directory_lines(
     # way a later snapshot must not take them for new ones.
     files_log.write_files(int(time.time() * 1000), existing, note=PRESENT_AT_START)
     log.info("source: files in %s (exactly-once across driver crashes)", input_dir)
-    window_ms = remember_ms(ssc.sparkContext._jsc.sc().conf(), batch_ms)
-    tracking = FilesTracking(checkpoint_dir, seeded, input_dir, window_ms)
+    window_ms = remember_ms(ssc.sparkContext.getConf(), batch_ms)
+    tracking = FilesTracking(checkpoint_dir, seeded, input_dir, window_ms, snapshot_files)
     return ssc.textFileStream(input_dir).transform(lambda t, rdd: track_files(t, rdd, tracking))
 
 
@@ -96,6 +104,7 @@ class FilesTracking:
     # checkpoint of a release before them has neither.
     input_dir: str | None = None
     window_ms: int = 0
+    snapshot_files: SnapshotFiles | None = None
 
 
 def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
@@ -106,7 +115,7 @@ def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) ->
     if tracking.input_dir is not None:
         renew_late_files(
             rdd.context, batch_ms, tracking.input_dir, tracking.checkpoint_dir, tracking.window_ms,
-            tracking.seeded,
+            tracking.seeded, tracking.snapshot_files,
         )  # fmt: skip
     return counted(lines, batch_ms)
 

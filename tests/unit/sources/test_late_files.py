@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from streaming_app.common.fs import LocalFs
+from streaming_app.recovery.snapshot_writer import files_in_snapshots
+from streaming_app.recovery.snapshots import MANIFEST, Manifest, snapshot_name
 from streaming_app.sources import late_files
 from streaming_app.sources.files_log import PRESENT_AT_START, InputFilesLog
 from streaming_app.sources.late_files import note_read, remember_ms, renew_late_files
@@ -102,17 +104,6 @@ def test_after_the_log_was_pruned_files_older_than_its_first_entry_are_left_alon
     assert _mtime_ms(maybe_read) == horizon - 1
 
 
-class _Conf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = values
-
-    def get(self, key: str, default: str) -> str:
-        return self.values.get(key, default)
-
-    def getTimeAsSeconds(self, key: str, default: str) -> int:  # noqa: N802 (Spark's name)
-        return int(self.values.get(key, default).rstrip("s"))
-
-
 @pytest.mark.parametrize(
     ("values", "batch_ms", "expected"),
     [
@@ -120,10 +111,48 @@ class _Conf:
         ({}, 7000, 63_000),  # rounded up to whole batches, as FileInputDStream does
         ({"spark.streaming.minRememberDuration": "90s"}, 1000, 90_000),
         ({"spark.streaming.fileStream.minRememberDuration": "30s"}, 1000, 30_000),
+        ({"spark.streaming.fileStream.minRememberDuration": "2min"}, 1000, 120_000),
+        ({"spark.streaming.fileStream.minRememberDuration": "90"}, 1000, 90_000),
+        ({"spark.streaming.fileStream.minRememberDuration": "1500ms"}, 1000, 1000),  # whole seconds
     ],
 )
 def test_the_window_is_the_file_streams_remember_duration(
     values: dict[str, str], batch_ms: int, expected: int
 ) -> None:
-    conf: Any = _Conf(values)
-    assert remember_ms(conf, batch_ms) == expected
+    assert remember_ms(values, batch_ms) == expected
+
+
+def test_a_log_pruned_by_the_snapshot_writer_is_completed_by_the_snapshots_list(
+    tmp_path: Path,
+) -> None:
+    inputs, checkpoint, entries = _dirs(tmp_path)
+    horizon = BATCH_MS - HOUR_MS  # the snapshot writer removed the entries before it
+    entries.write_files(horizon, ["kept.txt"])
+    read_before = _file(inputs, "read-before.txt", horizon - HOUR_MS)
+    _file(inputs, "late.txt", horizon - HOUR_MS)
+
+    def in_snapshot() -> frozenset[str]:
+        return frozenset({"read-before.txt"})
+
+    late = renew_late_files(
+        None, BATCH_MS, str(inputs), checkpoint, WINDOW_MS, frozenset(), in_snapshot
+    )
+    assert late == ["late.txt"]
+    assert _mtime_ms(read_before) == horizon - HOUR_MS
+
+
+def test_the_snapshots_list_is_the_newest_snapshot_of_this_context(tmp_path: Path) -> None:
+    def snapshot(batch_ms: int, context_id: str, files: list[str], whole: bool = True) -> None:
+        path = tmp_path / snapshot_name(batch_ms)
+        path.mkdir()
+        if whole:
+            position = {"files": files}
+            manifest = Manifest(batch_ms, "files", batch_ms, "0.9", 1, 1, position, context_id)
+            (path / MANIFEST).write_text(json.dumps(manifest.to_json()))
+
+    assert files_in_snapshots(str(tmp_path), "ctx") is None
+    snapshot(1000, "older-context", ["a"])
+    assert files_in_snapshots(str(tmp_path), "ctx") is None
+    snapshot(2000, "ctx", ["a", "b"])
+    snapshot(3000, "ctx", ["c"], whole=False)  # no manifest (yet): not a snapshot
+    assert files_in_snapshots(str(tmp_path), "ctx") == {"a", "b"}
