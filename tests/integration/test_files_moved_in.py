@@ -4,13 +4,15 @@ and (DStreams) a file whose modification time is older than the stream's window.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.cluster_helpers import Cluster, SubmittedApp
+from tests.integration.cluster_helpers import ROOT, SPARK_HOME, Cluster, SubmittedApp, script_env
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
 from tests.integration.log_lines import CONTEXT_STARTED, QUERY_STARTED
@@ -34,6 +36,26 @@ def test_dstream_counts_a_non_ascii_file_name_under_the_posix_locale(
     drop_file(dirs["input"], "ascii-2.txt", texts[1].encode())
     wait_for_totals(dirs["output"], truth(texts), app)
     assert app.terminate() == 0
+
+
+def test_spark_submit_under_the_posix_locale_refuses_the_files_source_in_one_line(
+    dirs: dict[str, Path],
+) -> None:
+    """spark-submit run by hand (not scripts/submit.sh) launches the driver JVM itself, in the
+    caller's locale: the app cannot change it and refuses before reading anything."""
+    env = {**script_env(), **POSIX, "PYSPARK_PYTHON": sys.executable}
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[1]"]
+    # A run that is not refused ends by itself soon.
+    run_args = files_args(dirs, "--duration", "5")
+    command += [str(ROOT / "scripts" / "spark_main.py"), "run", *run_args]
+    # spark-submit passes the Python driver's stderr on as its own stdout.
+    done = subprocess.run(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240
+    )
+    assert done.returncode == 2, done.stdout[-3000:]
+    refusal = "the driver JVM decodes file names as ANSI_X3.4-1968 (its locale is not UTF-8)"
+    assert refusal in done.stdout, done.stdout[-3000:]
+    assert "Traceback" not in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.cluster
