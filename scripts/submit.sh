@@ -81,5 +81,11 @@ esac
 # real cluster set PYSPARK_PYTHON to a Python of the same minor version on the workers.
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$VENV/bin/python}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$VENV/bin/python}"
+# The driver JVM decodes file names by the locale: under LC_ALL=C as ASCII, and the files
+# source would never read a file whose name is not ASCII (the app refuses to start then).
+case "${LC_ALL:-${LC_CTYPE:-${LANG:-POSIX}}}" in
+*[Uu][Tt][Ff]-8 | *[Uu][Tt][Ff]8) ;;
+*) export LC_ALL=C.UTF-8 ;;
+esac
 exec spark-submit --name streaming-app ${ship[@]+"${ship[@]}"} \
     ${submit_args[@]+"${submit_args[@]}"} "$ROOT/scripts/spark_main.py" run "$@"

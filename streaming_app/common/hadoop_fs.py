@@ -67,6 +67,21 @@ class HadoopFs:
             return []
         return [status.getPath().getName() for status in self._fs.listStatus(path)]
 
+    def modification_times(self, directory: str) -> dict[str, int]:
+        """Each file's modification time in epoch ms (not directories); empty if none."""
+        path = self._path(directory)
+        if not self._fs.exists(path):
+            return {}
+        return {
+            str(status.getPath().getName()): int(status.getModificationTime())
+            for status in self._fs.listStatus(path)
+            if status.isFile()
+        }
+
+    def set_modification_time(self, path: str, mtime_ms: int) -> None:
+        """Set a file's modification time (its access time unchanged)."""
+        self._fs.setTimes(self._path(path), mtime_ms, -1)
+
     def local_path(self, path: str) -> str | None:
         """The path on the local file system (absolute) if `path` is on one, else None."""
         if str(self._fs.getScheme()) != "file":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming_app.common import jvm_archive
+from streaming_app.common.jvm_locale import utf8_env
 
 
 def repo_conf_dir() -> str | None:
@@ -54,6 +55,9 @@ def launching_jvm() -> Iterator[None]:
     from its JVM the same way; the JVM still ends with the driver (its stdin closes) and
     on SIGKILL.
 
+    The locale (jvm_locale.py): a UTF-8 one when the caller's is not, so that the JVM
+    decodes file names as UTF-8 (under LC_ALL=C it would read them as ASCII).
+
     The class archive (jvm_archive.py), when there is one for the repository's conf/:
     the JVM alone gets the launch options and the empty conf directory it needs; this
     process and the ones it starts keep SPARK_CONF_DIR as it was.
@@ -74,6 +78,8 @@ def launching_jvm() -> Iterator[None]:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
         kwargs["preexec_fn"] = preexec
+        if isinstance(kwargs.get("env"), dict):
+            kwargs["env"] = utf8_env(kwargs["env"])
         if isinstance(command, list) and isinstance(kwargs.get("env"), dict):
             command, kwargs["env"] = jvm_archive.launch(command, kwargs["env"], repo_conf_dir())
         return launch(command, *args, **kwargs)

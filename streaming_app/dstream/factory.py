@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from pyspark import SparkContext
@@ -21,7 +22,11 @@ from streaming_app.jobs.counting import (
 from streaming_app.lifecycle.spark_context import spark_context
 from streaming_app.recovery.metadata import CheckpointMetadata, write_metadata
 from streaming_app.recovery.restore import Seed, seed_state, seeded_config
-from streaming_app.recovery.snapshot_writer import SnapshotSettings, write_snapshot
+from streaming_app.recovery.snapshot_writer import (
+    SnapshotSettings,
+    files_in_snapshots,
+    write_snapshot,
+)
 from streaming_app.settings.schema import AppConfig
 from streaming_app.sinks.attach import attach_sinks
 from streaming_app.sinks.commit import attach_commit
@@ -116,7 +121,13 @@ def create_context(config: AppConfig, seed: Seed | None = None) -> StreamingCont
     write_metadata(HadoopFs(sc, config.checkpoint_dir), config.checkpoint_dir, metadata)
 
     initial, seeded_files = seed_state(sc, config, seed) if seed else (None, frozenset[str]())
-    lines = build_source(ssc, config, seeded_files)
+    # The snapshot writer prunes the files source's log of what a snapshot includes.
+    in_snapshots = (
+        partial(files_in_snapshots, config.snapshots_at, metadata.app_id)
+        if config.snapshot_keep
+        else None
+    )
+    lines = build_source(ssc, config, seeded_files, in_snapshots)
     # As many partitions as updateStateByKey and reduceByKey would take by default.
     partitions = sc.defaultParallelism
     counts, batch = batch_counts(lines, config, partitions)

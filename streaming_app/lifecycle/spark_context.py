@@ -6,9 +6,10 @@ an active SparkContext over the settings stored in the checkpoint. So settings g
 restart apply after recovery: a rotated secret, a metrics sink added later, another master.
 
 Precedence, lowest first: the engine's defaults (and the preloaded Python worker daemon
-on a local master, lifecycle/worker_daemon.py); spark-defaults.conf and spark-submit's
-`--conf`; the engine's required settings (`forced`, each replacement of a value of the
-user's said in one line); the app's own Spark settings (`[spark]`, `--spark-conf`).
+on a local master, lifecycle/worker_daemon.py; the executors' UTF-8 locale,
+common/jvm_locale.py); spark-defaults.conf and spark-submit's `--conf`; the engine's
+required settings (`forced`, each replacement of a value of the user's said in one line);
+the app's own Spark settings (`[spark]`, `--spark-conf`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from streaming_app.common.jvm_locale import EXECUTOR_LOCALE, check_file_names
 from streaming_app.errors import ConfigError
 from streaming_app.lifecycle.rest_server import warn_open_rest_server
 from streaming_app.lifecycle.spark_secret import (
@@ -68,7 +70,9 @@ def resolve_settings(
     """
     settings = dict(given)
     master = settings.get("spark.master", config.master)
-    for key, value in {DAEMON_MODULE: daemon_module(master), **defaults}.items():
+    # Executors decode file names as UTF-8 whatever their worker's locale (jvm_locale.py).
+    initial = {DAEMON_MODULE: daemon_module(master), **EXECUTOR_LOCALE, **defaults}
+    for key, value in initial.items():
         settings.setdefault(key, value)
     own = dict(config.spark_conf)
     notes = []
@@ -88,13 +92,16 @@ def spark_context(
 ) -> Any:
     """Get or create the SparkContext with today's settings (resolve_settings); returns it.
 
-    Raises ConfigError (exit 2) for a secret that cannot be used (spark_secret.secure_conf).
+    Raises ConfigError (exit 2) for a secret that cannot be used (spark_secret.secure_conf),
+    and for the files source on a driver JVM that does not decode file names as UTF-8.
     """
     from pyspark import SparkConf, SparkContext
 
     if SparkContext._active_spark_context is not None:
         return SparkContext._active_spark_context
     SparkContext._ensure_initialized()  # launches the JVM, or joins spark-submit's
+    if config.source == "files":
+        check_file_names(SparkContext._jvm)
     conf = SparkConf().setAppName(config.app_name)
     settings, notes = resolve_settings(dict(conf.getAll()), config, defaults, forced or {})
     for note in notes:

@@ -213,3 +213,22 @@ def _files_counted(
         visible_names(HadoopFs(rdd.context, settings.input_dir).list_names(settings.input_dir))
     )
     return counted & present
+
+
+def files_in_snapshots(directory: str, context_id: str) -> frozenset[str] | None:
+    """The input files the newest readable snapshot of context `context_id` includes (each
+    snapshot's list is cumulative), or None when there is none of that context.
+
+    Driver side, for the files source (sources/late_files.py): the snapshot writer prunes
+    the input-files log entries that the oldest kept snapshot includes.
+    """
+    from streaming_app.common.path_fs import filesystem_for
+
+    fs = filesystem_for(directory)
+    for batch_ms in reversed(snapshot_times(fs, directory)):
+        try:
+            manifest = read_manifest(fs, join(directory, snapshot_name(batch_ms)))
+        except ValueError:
+            continue
+        return frozenset(manifest.files()) if manifest.context_id == context_id else None
+    return None

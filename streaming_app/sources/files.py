@@ -17,7 +17,19 @@ from pyspark.streaming import DStream, StreamingContext
 
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.common.hadoop_fs import HadoopFs
-from streaming_app.sources.files_log import InputFilesLog, base_name, visible_names
+from streaming_app.sources.files_log import (
+    PRESENT_AT_START,
+    InputFilesLog,
+    base_name,
+    visible_names,
+)
+from streaming_app.sources.late_files import (
+    SnapshotFiles,
+    forget,
+    note_read,
+    remember_ms,
+    renew_late_files,
+)
 from streaming_app.sources.line_counts import counted
 
 if TYPE_CHECKING:
@@ -27,16 +39,25 @@ log = logging.getLogger(__name__)
 
 
 def directory_lines(
-    ssc: StreamingContext, input_dir: str, checkpoint_dir: str, seeded: frozenset[str]
+    ssc: StreamingContext,
+    input_dir: str,
+    checkpoint_dir: str,
+    seeded: frozenset[str],
+    batch_ms: int,
+    snapshot_files: SnapshotFiles | None = None,
 ) -> DStream[str]:
     """Lines of the files that appear in a directory: replayable, exact across crashes.
 
     Which files each batch read goes to `input-files/` under the checkpoint (snapshots
-    record it); files counted into a restored context's seed are not read again.
+    record it); files counted into a restored context's seed are not read again. A file
+    moved in with a modification time before the stream's window is made new again
+    (late_files.py; `snapshot_files`: the files the newest snapshot of this context
+    includes, since the snapshot writer prunes the log).
     """
     fs = HadoopFs(ssc.sparkContext, checkpoint_dir)
     files_log = InputFilesLog(fs, checkpoint_dir)
     fs.delete(files_log.directory)  # a new context: entries of an earlier one do not apply
+    forget(checkpoint_dir)
     existing = visible_names(HadoopFs(ssc.sparkContext, input_dir).list_names(input_dir))
     if existing and not seeded:
         log.warning(
@@ -47,9 +68,10 @@ def directory_lines(
         )
     # Files present now are either ignored by the stream or counted in the seed: either
     # way a later snapshot must not take them for new ones.
-    files_log.write_files(int(time.time() * 1000), existing, note="present-at-start")
+    files_log.write_files(int(time.time() * 1000), existing, note=PRESENT_AT_START)
     log.info("source: files in %s (exactly-once across driver crashes)", input_dir)
-    tracking = FilesTracking(checkpoint_dir, seeded)
+    window_ms = remember_ms(ssc.sparkContext.getConf(), batch_ms)
+    tracking = FilesTracking(checkpoint_dir, seeded, input_dir, window_ms, snapshot_files)
     return ssc.textFileStream(input_dir).transform(lambda t, rdd: track_files(t, rdd, tracking))
 
 
@@ -78,12 +100,24 @@ class FilesTracking:
     checkpoint_dir: str
     # Files counted into a restored context's initial state: never read again.
     seeded: frozenset[str] = frozenset()
+    # The watched directory and the file stream's remember window (late_files.py); a
+    # checkpoint of a release before them has neither.
+    input_dir: str | None = None
+    window_ms: int = 0
+    snapshot_files: SnapshotFiles | None = None
 
 
 def track_files(batch_time: datetime, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
-    """Log the files a batch reads (driver side), drop those already in the seed, count lines."""
+    """Log the files a batch reads (driver side), drop those already in the seed, count lines;
+    make new again the files moved in too late for the stream's window (late_files.py)."""
     batch_ms = epoch_ms(batch_time)
-    return counted(_read_files(batch_ms, rdd, tracking), batch_ms)
+    lines = _read_files(batch_ms, rdd, tracking)
+    if tracking.input_dir is not None:
+        renew_late_files(
+            rdd.context, batch_ms, tracking.input_dir, tracking.checkpoint_dir, tracking.window_ms,
+            tracking.seeded, tracking.snapshot_files,
+        )  # fmt: skip
+    return counted(lines, batch_ms)
 
 
 def _read_files(batch_ms: int, rdd: RDD[str], tracking: FilesTracking) -> RDD[str]:
@@ -91,7 +125,9 @@ def _read_files(batch_ms: int, rdd: RDD[str], tracking: FilesTracking) -> RDD[st
     if not paths:
         return rdd
     files = InputFilesLog(HadoopFs(rdd.context, tracking.checkpoint_dir), tracking.checkpoint_dir)
-    files.write_files(batch_ms, (base_name(p) for p in paths))
+    names = [base_name(p) for p in paths]
+    files.write_files(batch_ms, names)
+    note_read(tracking.checkpoint_dir, names)
     kept = [p for p in paths if base_name(p) not in tracking.seeded]
     if len(kept) == len(paths):
         return rdd

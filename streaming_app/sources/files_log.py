@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     pass
 
 INPUT_FILES_DIR = "input-files"
+# The note of a new context's first entry: the files already there, which it does not read.
+PRESENT_AT_START = "present-at-start"
 
 
 class InputFilesLog(BatchLog):
