@@ -46,7 +46,14 @@ WORKER_TIMEOUT = 20
 # or a call to the cut worker's executor that was under way gives up after it, and the
 # driver, looking every 10 s (default 60 s, at most the timeout), may count the executor
 # lost by its missed heartbeats first (the one line says which).
-NETWORK_CONF = ("spark.network.timeout=30s", "spark.network.timeoutInterval=10s")
+# And no wait for a cached block's executor (Spark's default: 3 s): with quick tasks the
+# scheduler would otherwise keep every state partition on the executor that first held
+# it, and the cut worker might hold none.
+SPARK_CONF = (
+    "spark.network.timeout=30s",
+    "spark.network.timeoutInterval=10s",
+    "spark.locality.wait=0s",
+)
 LOST_REASON = r"(worker lost|Executor heartbeat timed out)"
 
 
@@ -83,7 +90,7 @@ def test_a_worker_cut_until_its_executor_is_lost_then_healed_loses_nothing(
         "--batch-interval", "2", "--checkpoint-interval", "4", "--snapshot-interval", "40",
     )  # fmt: skip
     args = submit_args(cluster, hosts["driver"])
-    for setting in NETWORK_CONF:
+    for setting in SPARK_CONF:
         args += ["--conf", setting]
     app = SubmittedApp(args, run_args, tmp_path, "submit", on=hosts["driver"])
     wb = hosts["wb"].address
