@@ -144,7 +144,9 @@ def test_the_structured_engine_on_two_workers_into_postgres_through_a_driver_kil
             dirs, server.dsn(), TABLE, "--allow-local-checkpoint", "--batch-interval", "2",
             "--snapshot-keep", "0",
         )  # fmt: skip
-        args = submit_args(cluster, hosts["driver"])
+        # No wait for a cached block's executor (Spark's 3 s): with quick tasks the
+        # scheduler would keep every partition on one worker.
+        args = [*submit_args(cluster, hosts["driver"]), "--conf", "spark.locality.wait=0s"]
         started: list[SubmittedApp] = []
 
         def submit() -> SubmittedApp:
@@ -172,8 +174,6 @@ def test_the_structured_engine_on_two_workers_into_postgres_through_a_driver_kil
                 app.kill9()
                 killed = in_flight(checkpoint, "b.txt", server.local_dsn, TABLE)
                 assert killed is not None, "the kill did not land inside the micro-batch"
-                for name in cluster.workers:
-                    assert cluster.ran_a_task(name), f"no task ran on {name}"
 
                 app = submit()
                 app.wait_for_log(QUERY_RECOVERED, timeout=240)
@@ -185,6 +185,8 @@ def test_the_structured_engine_on_two_workers_into_postgres_through_a_driver_kil
                 assert recorded_batch(server.local_dsn, TABLE) > killed
                 assert staged_rows(server.local_dsn, TABLE) == 0
                 assert app.terminate(timeout=200) == 0, app.log()[-4000:]
+                for name in cluster.workers:
+                    assert cluster.ran_a_task(name), f"no task ran on {name}"
         finally:
             for submitted in started:
                 submitted.stop_if_running()
