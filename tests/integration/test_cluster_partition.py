@@ -236,8 +236,9 @@ def start_scene(
         ),
         # For CI: wa cut for less than the worker timeout, which is shortened so that the
         # master drops wb sooner.
-        # `slow` since CI of 5036512 (321 s there); CI cuts links in test_kafka_partition.py
-        # and test_postgres_partition.py.
+        # `slow` since CI of 5036512 (321 s there); CI cuts a worker off in
+        # test_cluster_worker_cut.py (and the links to Kafka and PostgreSQL in
+        # test_kafka_partition.py and test_postgres_partition.py).
         pytest.param(Faults(15, 15, 30), id="short", marks=pytest.mark.slow),
     ],
 )
