@@ -16,6 +16,7 @@ from psycopg import sql
 from streaming_app.common import retry
 from streaming_app.common.prometheus import start_endpoint, stop_endpoint
 from streaming_app.errors import SinkError, StopRequestedError
+from streaming_app.sinks.postgres.staging import copy_rows
 from streaming_app.sinks.postgres.writer import PostgresWriter, read_progress, read_totals
 from tests.integration import pg_helpers
 
@@ -332,3 +333,17 @@ def relation_size(conn: psycopg.Connection[Any], table: sql.Identifier) -> int:
     found = conn.execute(sql.SQL("SELECT pg_relation_size('{}')").format(table)).fetchone()
     assert found is not None
     return int(found[0])
+
+
+def test_a_partition_staged_twice_is_merged_once(pg_dsn: str, pg_table: str) -> None:
+    # A task run again after its first attempt committed its COPY (its executor lost before
+    # it reported, or a speculative copy): the second attempt replaces the first's rows.
+    rows = [("a", 1), ("b", 2)]
+    with PostgresWriter(pg_dsn, pg_table) as writer:
+        writer.ensure_schema()
+        target = writer.staging_target(1000)
+        for _attempt in range(2):
+            with psycopg.connect(pg_dsn) as conn:
+                staged = copy_rows(conn, target, 0, rows)
+        assert writer.merge_staged(1000, {0: staged})
+    assert read_totals(pg_dsn, pg_table) == {"a": 1, "b": 2}

@@ -46,8 +46,8 @@ def test_unreachable_socket_is_retried_with_a_warning(
 
 
 def test_socket_totals_survive_a_graceful_restart(dirs: dict[str, Path], start_app: Any) -> None:
-    # Without the receiver write-ahead log the restarted job would recompute the batches
-    # after the last state checkpoint from lost blocks, and totals would go back.
+    # A graceful stop finishes its batches: this restart needs nothing from the receiver's
+    # write-ahead log (it passes without it); the kill -9 test below needs it.
     more = ["a second run", "of the socket source"] * 7
     server = LineServer(LINES)
     try:
@@ -56,6 +56,28 @@ def test_socket_totals_survive_a_graceful_restart(dirs: dict[str, Path], start_a
         assert app.terminate() == 0
         server.lines = more  # what the next connection gets
         again = start_app(*socket_args(dirs, server.port))
+        again.wait_for_log(r"Recovered streaming context")
+        wait_for_totals(dirs["output"], truth(LINES + more), again)
+        assert again.terminate() == 0
+    finally:
+        server.close()
+
+
+def test_socket_lines_stored_before_a_kill_9_survive_the_restart(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    # Killed before its first state checkpoint (one a minute), the restarted job recomputes
+    # the state from the batches' input: the receiver write-ahead log keeps the lines that
+    # were stored. Without it their blocks died with the driver and the totals go back.
+    args = ["--checkpoint-interval", "60"]
+    more = ["lines after", "the kill"] * 5
+    server = LineServer(LINES)
+    try:
+        app = start_app(*socket_args(dirs, server.port), *args)
+        wait_for_totals(dirs["output"], truth(LINES), app)
+        app.kill9()
+        server.lines = more  # what the restarted receiver's connection gets
+        again = start_app(*socket_args(dirs, server.port), *args)
         again.wait_for_log(r"Recovered streaming context")
         wait_for_totals(dirs["output"], truth(LINES + more), again)
         assert again.terminate() == 0
