@@ -34,7 +34,8 @@ class Row:
 
 
 def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    """A table line's cells; `\\|` is a pipe inside a cell, as in Markdown."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
 
 
 def rows(text: str | None = None) -> list[Row]:
