@@ -19,7 +19,7 @@ _RUN_OF_A_COMMIT = re.compile(r"\bCI(?:'s)?(?: runs?)? (?:of|on) [0-9a-f]{7,40}\
 _CI = re.compile(r"\bCI\b")
 _NOT_A_CLAIM = re.compile(
     r"\bnot in CI\b|\bCI (?:does not|doesn't|never|skips)|outside CI|-m slow"
-    r"|not part of (?:the default )?CI"
+    r"|not part of (?:the default )?CI|\bno CI\b"
 )
 _REFERENCE = re.compile(
     r"(?<![\w/.])(?:tests/(?:unit|integration)/(?:\w+/)*)?"
