@@ -98,9 +98,8 @@ def collected_with(options: list[str], marker_expression: str) -> frozenset[str]
     )
     if result.returncode not in (0, 5):
         raise RuntimeError(f"pytest --collect-only failed:\n{result.stdout}\n{result.stderr}")
-    return frozenset(
-        line.strip() for line in result.stdout.splitlines() if line.startswith("tests/") and "::" in line
-    )
+    lines = result.stdout.splitlines()
+    return frozenset(line.strip() for line in lines if line.startswith("tests/") and "::" in line)
 
 
 def matching(node_id: str, ids: frozenset[str]) -> list[str]:
