@@ -260,8 +260,9 @@ def setting_changes(
 # App versions whose checkpoints this version recovers as they are: the graph a checkpoint
 # pickles names the same functions and holds the same records (test_checkpoint_references,
 # test_upgrade_from_releases). 0.5.0 added the postgres sink's staging table, not a change
-# to the checkpoint.
-RECOVERED_AS_IS = frozenset({"0.4.0", __version__})
+# to the checkpoint; 0.5.1 added a reference (the files source's late files read the
+# newest snapshot's list), so 0.5.0 cannot load its checkpoints, but 0.5.1 loads 0.5.0's.
+RECOVERED_AS_IS = frozenset({"0.4.0", "0.5.0", __version__})
 
 
 def differences(recorded: CheckpointMetadata, current: CheckpointMetadata) -> list[str]:
