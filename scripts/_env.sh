@@ -58,3 +58,14 @@ ensure_jvm_archive() {
     "$VENV/bin/python" -m streaming_app.common.jvm_archive "$ROOT/conf" \
         || true  # it says why itself; Spark starts without one
 }
+
+# prepare_tests: what running the test suite needs (scripts/test.sh, scripts/controls.sh):
+# Python, Java, the virtualenv with the test extra, the JVM's class archive, loopback.
+prepare_tests() {
+    require_python
+    require_java
+    ensure_venv test
+    ensure_jvm_archive
+    cd "$ROOT"
+    export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+}

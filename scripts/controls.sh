@@ -5,10 +5,5 @@
 # keeps the copies and logs. Sets up .venv like scripts/test.sh.
 set -euo pipefail
 . "$(dirname "$0")/_env.sh"
-require_python
-require_java
-ensure_venv test
-ensure_jvm_archive
-cd "$ROOT"
-export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+prepare_tests
 exec python -m tests.controls.run "$@"

@@ -11,12 +11,7 @@ workers="${STREAMING_APP_TEST_WORKERS:-2}"
 case "$workers" in
     ''|*[!0-9]*) die "STREAMING_APP_TEST_WORKERS must be a whole number (0: one process), not '$workers'" ;;
 esac
-require_python
-require_java
-ensure_venv test
-ensure_jvm_archive
-cd "$ROOT"
-export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+prepare_tests
 set +e
 # Arguments given after these (a later -n) take precedence.
 python -m pytest -n "$workers" --dist worksteal "$@"

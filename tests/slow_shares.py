@@ -28,6 +28,16 @@ SECONDS: dict[str, int] = {
 }
 
 
+# Slow tests no share takes, each with why: CI runs them never, `-m slow` does.
+NOT_ROTATED: dict[str, str] = {
+    "test_prometheus_alerts.py::test_the_falling_behind_alert_fires_while_the_input_outruns_"
+    "the_app_and_resolves_after[structured]": "the structured query keeps up at times on a "
+    "loaded machine, so the alert's `for:` restarts (CI of f170241 and 18bbd35; fired after "
+    "26 s against 15 in a share run, 2026-11-29): a flake, not a finding, until its "
+    "input is sized anew",
+}
+
+
 def short_id(node_id: str) -> str:
     """A node id without the tests/integration/ (or tests/) prefix, as SECONDS keys it."""
     for prefix in ("tests/integration/", "tests/"):
@@ -41,14 +51,16 @@ def seconds_of(node_id: str) -> int:
 
 
 def assign(node_ids: Iterable[str], shares: int = SHARES) -> dict[str, int]:
-    """Each node id's share, 0..shares-1: longest first into the share with the least time
-    so far (ties by a stable hash of the id, then the lowest share), so the same set of
-    tests always gives the same shares on every machine and xdist worker."""
+    """Each node id's share, 0..shares-1 (none for those NOT_ROTATED): longest first into
+    the share with the least time so far (ties by a stable hash of the id, then the
+    lowest share), so the same set of tests gives the same shares on every machine and
+    xdist worker."""
     if shares < 1:
         raise ValueError(f"shares must be at least 1, not {shares}")
     totals = [0] * shares
     found: dict[str, int] = {}
-    ordered = sorted(set(node_ids), key=lambda n: (-seconds_of(n), zlib.crc32(n.encode()), n))
+    rotated = {n for n in node_ids if short_id(n) not in NOT_ROTATED}
+    ordered = sorted(rotated, key=lambda n: (-seconds_of(n), zlib.crc32(n.encode()), n))
     for node_id in ordered:
         share = min(range(shares), key=lambda s: (totals[s], s))
         found[node_id] = share

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,13 +13,18 @@ LAUNCH = ("SPARK_LOCAL_IP", "PYSPARK_GATEWAY_PORT", "PYSPARK_PYTHON", "PYSPARK_S
 
 
 @pytest.fixture
-def launch_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No launch setting in the environment (the suite's own SPARK_LOCAL_IP removed);
-    monkeypatch puts back whatever prepare_spark_env changes."""
+def launch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """No launch setting in the environment (the suite's own SPARK_LOCAL_IP removed), and
+    the whole environment put back afterwards: monkeypatch restores only the names it
+    touched, and prepare_spark_env sets others (a PYSPARK_SUBMIT_ARGS left behind would
+    give every app this test process starts next its master)."""
+    saved = dict(os.environ)
     for name in LAUNCH:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", os.environ.get("SPARK_CONF_DIR", "/nonexistent"))
-    return monkeypatch
+    yield monkeypatch
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[2,3]", "local-cluster[1,1,1024]"])
