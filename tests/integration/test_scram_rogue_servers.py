@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from streaming_app.errors import ConfigError
+from streaming_app.errors import ConfigError, PeerUnreachableError
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.sasl import _Exchange, scram_exchange
 from streaming_app.sources.kafka.sasl import check_sasl_credentials as check
@@ -55,19 +55,20 @@ def _serve(conn: socket.socket, rogue: Rogue, server: ScramServer) -> None:
 
 
 @pytest.fixture
-def rogue_broker() -> Iterator[Callable[[Rogue], tuple[int, ScramServer]]]:
+def rogue_broker() -> Iterator[Callable[..., tuple[int, ScramServer]]]:
     """A listener on 127.0.0.1 that runs SCRAM's server side with the user's credential
     (scram.py), its answers passed through `rogue`; its port and the SCRAM server."""
     listeners: list[socket.socket] = []
 
-    def start(rogue: Rogue) -> tuple[int, ScramServer]:
+    def start(rogue: Rogue, connections: int = 1) -> tuple[int, ScramServer]:
         listener = socket.create_server(("127.0.0.1", 0))
         listeners.append(listener)
         server = ScramServer(MECHANISM, {USER: CREDENTIAL})
 
         def accept() -> None:
-            conn, _ = listener.accept()
-            _serve(conn, rogue, server)
+            for _ in range(connections):
+                conn, _ = listener.accept()
+                _serve(conn, rogue, server)
 
         threading.Thread(target=accept, daemon=True).start()
         return int(listener.getsockname()[1]), server
@@ -145,7 +146,7 @@ ROGUES["wrong-signature"] = (
 
 
 def test_the_right_server_passes_the_check(
-    rogue_broker: Callable[[Rogue], tuple[int, ScramServer]],
+    rogue_broker: Callable[..., tuple[int, ScramServer]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The positive control of every case below: the same server, its answers left alone.
@@ -158,7 +159,7 @@ def test_the_right_server_passes_the_check(
 
 @pytest.mark.parametrize("case", sorted(ROGUES))
 def test_a_rogue_server_is_refused_in_one_line(
-    rogue_broker: Callable[[Rogue], tuple[int, ScramServer]], case: str
+    rogue_broker: Callable[..., tuple[int, ScramServer]], case: str
 ) -> None:
     rogue, why = ROGUES[case]
     port, _ = rogue_broker(rogue)
@@ -174,13 +175,13 @@ def test_a_rogue_server_is_refused_in_one_line(
 
 @pytest.mark.parametrize("step", [0, 1])
 def test_a_connection_closed_mid_exchange_is_never_taken_for_a_login(
-    rogue_broker: Callable[[Rogue], tuple[int, ScramServer]],
+    rogue_broker: Callable[..., tuple[int, ScramServer]],
     caplog: pytest.LogCaptureFixture,
     step: int,
 ) -> None:
-    """Closed before the server's first or final message: the client raises, and the check
-    says so in a warning and leaves the server to kafka-python's own SCRAM login (a broker
-    restarting looks the same, so it is not a setting's error, exit 2)."""
+    """Closed before the server's first or final message, at every attempt: the check
+    fails closed. Each attempt is a warning; after the last the start is refused in one
+    line (exit 1: a broker restarting looks the same, so a supervisor tries again later)."""
     closing: Rogue = lambda at, right: None if at == step else right  # noqa: E731
     port, _ = rogue_broker(closing)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -188,10 +189,34 @@ def test_a_connection_closed_mid_exchange_is_never_taken_for_a_login(
         exchange.handshake(MECHANISM)
         with pytest.raises(ConnectionError, match="the broker closed the connection"):
             scram_exchange(exchange, MECHANISM, USER, PASSWORD)
-    port, _ = rogue_broker(closing)
-    with caplog.at_level(logging.WARNING):
-        check(_connection(port), [("127.0.0.1", port)])
-    assert (
-        f"the SASL check with 127.0.0.1:{port} did not finish (ConnectionError: the broker "
-        "closed the connection)" in caplog.text
+    port, _ = rogue_broker(closing, connections=3)
+    waits: list[float] = []
+    with caplog.at_level(logging.WARNING), pytest.raises(PeerUnreachableError) as caught:
+        check(_connection(port), [("127.0.0.1", port)], sleep=waits.append)
+    assert waits == [2.0, 4.0]
+    assert caplog.text.count(f"the SASL check with 127.0.0.1:{port} did not finish") == 3
+    assert str(caught.value) == (
+        "bootstrap_servers: no Kafka broker that answered finished the SASL check (3 "
+        f"attempts; last: 127.0.0.1:{port} (ConnectionError: the broker closed the "
+        "connection)); the app does not read from a server it could not verify: check the "
+        "address and that the broker is up"
     )
+    assert PASSWORD not in caplog.text + str(caught.value)
+
+
+def test_a_broker_that_closes_once_then_proves_the_credential_passes(
+    rogue_broker: Callable[..., tuple[int, ScramServer]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The positive control of the case above: a broker restarting closes the first
+    exchange, then answers the next one right; the check passes after one warning."""
+    answers: list[Rogue] = [lambda at, right: None, lambda at, right: right]
+    port, server = rogue_broker(lambda at, right: answers[0](at, right), connections=2)
+
+    def next_attempt(seconds: float) -> None:
+        answers.pop(0)
+
+    with caplog.at_level(logging.WARNING):
+        check(_connection(port), [("127.0.0.1", port)], sleep=next_attempt)
+    assert server.authenticated and server.user == USER
+    assert caplog.text.count("did not finish") == 1

@@ -12,9 +12,13 @@ RFC 5802/7677). SCRAM's server is verified too: its nonce extends the client's, 
 iteration count is within Kafka's bounds (a server asking for millions would hold the
 driver in PBKDF2), its messages hold what RFC 5802 says they hold, and its final signature
 proves it holds the user's credential; a server that fails that is one line too (exit 2).
-Anything else (no server up, a connection closed mid-exchange, another error) is left to
-kafka-python, whose own SCRAM login checks the server too, and the app's retries; an
-exchange broken after the connection is said in a warning.
+The check fails closed: a server that answers must finish the exchange. Another error code
+from the broker is one line too (exit 2); an exchange broken after the connection (closed,
+timed out, a response this check cannot read) is said in a warning and tried again with
+backoff, and if no server that answered finished it after CHECK_ATTEMPTS, the start is
+refused (PeerUnreachableError, exit 1: a supervisor starts it again later). Only when no
+bootstrap server accepts a connection at all is the check left to kafka-python, whose
+bootstrap retries and warns, and whose own SCRAM login checks the server's signature too.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import re
 import secrets
 import socket
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from streaming_app.errors import ConfigError
+from streaming_app.errors import ConfigError, PeerUnreachableError
 from streaming_app.sources.kafka.tls import TLS_PROTOCOLS, TlsSettings, client_context
 
 
@@ -57,6 +62,9 @@ MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 33, 58
 _CLIENT_ID = b"streaming-app"
+# A server that answers but does not finish the exchange: tried this often, the waits
+# between doubling from CHECK_BACKOFF seconds, before the start is refused.
+CHECK_ATTEMPTS, CHECK_BACKOFF = 3, 2.0
 
 
 class _RefusedError(Exception):
@@ -210,44 +218,61 @@ def _login(exchange: _Exchange, connection: SaslSettings) -> None:
 
 
 def check_sasl_credentials(
-    connection: SaslSettings, servers: Iterable[tuple[str, int]], timeout: float = 5.0
+    connection: SaslSettings,
+    servers: Iterable[tuple[str, int]],
+    timeout: float = 5.0,
+    attempts: int = CHECK_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Raise ConfigError (exit 2) if the first bootstrap server that answers refuses the
-    SASL user and password, or the mechanism; nothing to check without SASL."""
+    SASL user and password, or the mechanism, or is not the broker that holds the user's
+    SCRAM credential; PeerUnreachableError (exit 1) if servers answer but none finishes
+    the exchange in `attempts`. Nothing to check without SASL, or with no server up."""
     protocol = connection.security_protocol.upper()
     if protocol not in SASL_PROTOCOLS or not connection.sasl_mechanism:
         return
     context = client_context(connection) if protocol in TLS_PROTOCOLS else None
-    for host, port in servers:
-        try:
-            raw = socket.create_connection((host, port), timeout=timeout)
-        except OSError:
-            continue  # not up: kafka-python's
-        try:
-            with raw:
-                sock = context.wrap_socket(raw, server_hostname=host) if context else raw
-                with sock:
-                    _login(_Exchange(sock), connection)
-                return
-        except _RefusedError as refused:
-            if refused.code in (UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED):
+    servers = list(servers)
+    for attempt in range(1, attempts + 1):
+        broken: list[str] = []
+        for host, port in servers:
+            try:
+                raw = socket.create_connection((host, port), timeout=timeout)
+            except OSError:
+                continue  # not up: kafka-python's
+            try:
+                with raw:
+                    sock = context.wrap_socket(raw, server_hostname=host) if context else raw
+                    with sock:
+                        _login(_Exchange(sock), connection)
+                    return
+            except _RefusedError as refused:
                 raise _refusal(connection, f"{host}:{port}", refused) from None
-            return  # another error: kafka-python's to report
-        except ScramServerError as exc:
-            raise ConfigError(
-                f"bootstrap_servers: the server at {host}:{port} is not a Kafka broker that "
-                f"holds user {connection.sasl_plain_username!r}'s SCRAM credential ({exc}); "
-                "check the address, or the broker's credential for the user"
-            ) from None
-        except (OSError, ValueError, KeyError, struct.error) as exc:
-            # A connection closed mid-exchange (a broker restarting looks the same), or an
-            # exchange this check does not follow: kafka-python's login decides.
-            log.warning(
-                "the SASL check with %s:%d did not finish (%s: %s); kafka-python's login "
-                "checks the server instead",
-                host, port, type(exc).__name__, exc,
-            )  # fmt: skip
-            continue
+            except ScramServerError as exc:
+                raise ConfigError(
+                    f"bootstrap_servers: the server at {host}:{port} is not a Kafka broker "
+                    f"that holds user {connection.sasl_plain_username!r}'s SCRAM credential "
+                    f"({exc}); check the address, or the broker's credential for the user"
+                ) from None
+            except (OSError, ValueError, KeyError, IndexError, struct.error) as exc:
+                # Closed mid-exchange (a broker restarting looks the same), timed out, or
+                # a response this check cannot read: never taken for a login.
+                broken.append(f"{host}:{port} ({type(exc).__name__}: {exc})")
+                wait = CHECK_BACKOFF * 2 ** (attempt - 1)
+                log.warning(
+                    "the SASL check with %s:%d did not finish (%s: %s)%s",
+                    host, port, type(exc).__name__, exc,
+                    f"; trying again in {wait:.0f} s" if attempt < attempts else "",
+                )  # fmt: skip
+        if not broken:
+            return  # no server up: kafka-python's bootstrap retries and warns
+        if attempt < attempts:
+            sleep(CHECK_BACKOFF * 2 ** (attempt - 1))
+    raise PeerUnreachableError(
+        f"bootstrap_servers: no Kafka broker that answered finished the SASL check "
+        f"({attempts} attempts; last: {'; '.join(broken)}); the app does not read from a "
+        "server it could not verify: check the address and that the broker is up"
+    )
 
 
 def _refusal(connection: SaslSettings, server: str, refused: _RefusedError) -> ConfigError:
@@ -257,7 +282,13 @@ def _refusal(connection: SaslSettings, server: str, refused: _RefusedError) -> C
             f"sasl_mechanism: the Kafka broker at {server} does not enable {mechanism} "
             f"(it enables {', '.join(refused.mechanisms) or 'none'})"
         )
+    if refused.code == SASL_AUTHENTICATION_FAILED:
+        return ConfigError(
+            f"sasl_plain_username, sasl_plain_password: the Kafka broker at {server} refused "
+            f"user {connection.sasl_plain_username!r} with this password ({mechanism})"
+        )
     return ConfigError(
-        f"sasl_plain_username, sasl_plain_password: the Kafka broker at {server} refused "
-        f"user {connection.sasl_plain_username!r} with this password ({mechanism})"
+        f"sasl_mechanism: the server at {server} answered the SASL exchange with error "
+        f"code {refused.code} ({mechanism}); a Kafka broker that enables it completes "
+        "the exchange: check the address and the broker's SASL listener"
     )

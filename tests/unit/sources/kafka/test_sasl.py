@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import socket
 import struct
 import threading
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from streaming_app.errors import ConfigError
+from streaming_app.errors import ConfigError, PeerUnreachableError
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.sasl import (
     ScramServerError,
@@ -152,11 +153,24 @@ def test_a_mechanism_the_broker_does_not_enable_names_it(
     )
 
 
-def test_other_errors_and_unreachable_brokers_are_left_to_kafka_python(
+def test_another_error_code_is_one_line_and_unreachable_brokers_are_left_to_kafka_python(
     broker: Callable[[Answer], int],
 ) -> None:
+    # Fails closed: a server that answers with an error the check does not know is refused.
     port = broker(lambda api_key, body: _handshake_answer(34, []))  # ILLEGAL_SASL_STATE
-    check_sasl_credentials(_connection(), [("127.0.0.1", 9), ("127.0.0.1", port)])
+    with pytest.raises(ConfigError) as caught:
+        check_sasl_credentials(_connection(), [("127.0.0.1", 9), ("127.0.0.1", port)])
+    assert str(caught.value) == (
+        f"sasl_mechanism: the server at 127.0.0.1:{port} answered the SASL exchange with "
+        "error code 34 (SCRAM-SHA-256); a Kafka broker that enables it completes the "
+        "exchange: check the address and the broker's SASL listener"
+    )
+    # No server up at all: kafka-python's bootstrap retries and warns.
+    check_sasl_credentials(_connection(), [("127.0.0.1", 9)], sleep=_no_wait)
+
+
+def _no_wait(seconds: float) -> None:
+    raise AssertionError(f"the check waited {seconds} s with no server up")
 
 
 def _connections_made(protocol: str) -> int:
@@ -164,7 +178,9 @@ def _connections_made(protocol: str) -> int:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         address = ("127.0.0.1", int(listener.getsockname()[1]))
         connection = KafkaConnection(f"127.0.0.1:{address[1]}", protocol, "PLAIN", "u", "p")
-        check_sasl_credentials(connection, [address], timeout=0.2)
+        # A server that never answers is refused (fails closed); without SASL, no check.
+        with contextlib.suppress(PeerUnreachableError):
+            check_sasl_credentials(connection, [address], timeout=0.2, attempts=1)
         listener.setblocking(False)
         made = 0
         while True:
