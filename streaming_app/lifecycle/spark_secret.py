@@ -17,10 +17,10 @@ import logging
 import os
 import re
 import secrets
-import stat
 from typing import Any
 
 from streaming_app.errors import ConfigError
+from streaming_app.lifecycle.secret_file import SecretFileError, read_secret
 
 log = logging.getLogger(__name__)
 
@@ -57,59 +57,18 @@ SECRET_FILE_KEYS = (
     "spark.authenticate.secret.driver.file",
     "spark.authenticate.secret.executor.file",
 )
-# The secret is the file's first line: what is read of it at most.
-_MOST_BYTES = 64 * 1024
-# Trimmed from both ends of that line: the shell's [:space:] (spark-env.sh trims the same).
-_SPACES = " \t\r\v\f"
 
 
 def read_secret_file(path: str) -> str:
     """The secret in `path` (its first line without the spaces around it), or ConfigError
-    naming spark_secret_file.
-
-    The file must be a regular file of the user the app runs as that neither group nor
-    others may read or write: the secret is the key to the cluster. Everything is checked
-    on the file opened, not looked up again by its name, and the open neither waits (a
-    FIFO) nor reads a device. A symbolic link is followed, and the checks apply to the
-    file it names: Kubernetes mounts its secrets through links (docs/security.md).
-    conf/secure/spark-env.sh reads the file the same way for Spark's daemons.
-    """
+    naming spark_secret_file: lifecycle/secret_file.py's reading, which Spark's daemons
+    run too (conf/secure/spark-env.sh). A regular file of the user the app runs as that
+    neither group nor others may read or write, checked on the file opened (an open that
+    neither waits for a FIFO nor reads a device); a symbolic link is followed."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(
-            f"spark_secret_file {path}: cannot read it ({exc.strerror or exc})"
-        ) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"spark_secret_file {path}: not a regular file")
-        if info.st_uid != os.geteuid():
-            raise ConfigError(
-                f"spark_secret_file {path}: owned by uid {info.st_uid}, not by the user the "
-                f"app runs as (uid {os.geteuid()}); chown it to the service user"
-            )
-        if info.st_mode & 0o077:
-            raise ConfigError(
-                f"spark_secret_file {path}: readable or writable by others (mode "
-                f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 it, as the service user"
-            )
-        head = os.read(fd, _MOST_BYTES)
-    except OSError as exc:
-        raise ConfigError(
-            f"spark_secret_file {path}: cannot read it ({exc.strerror or exc})"
-        ) from None
-    finally:
-        os.close(fd)
-    if len(head) == _MOST_BYTES and b"\n" not in head:
-        raise ConfigError(f"spark_secret_file {path}: its first line is over {_MOST_BYTES} bytes")
-    try:
-        secret = head.split(b"\n", 1)[0].decode("utf-8").strip(_SPACES)
-    except UnicodeDecodeError:
-        raise ConfigError(f"spark_secret_file {path}: not UTF-8 text") from None
-    if not secret:
-        raise ConfigError(f"spark_secret_file {path}: empty, or its first line blank")
-    return secret
+        return read_secret(path)
+    except SecretFileError as exc:
+        raise ConfigError(f"spark_secret_file {path}: {exc}") from None
 
 
 def check_secret_file(path: str | None) -> None:

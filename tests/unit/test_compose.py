@@ -115,19 +115,22 @@ def option_names(command_name: str) -> set[str]:
 def test_images_are_the_official_ones_with_pinned_tags() -> None:
     kafka_tag = image_tag(SERVICES["kafka"]["image"], "apache/kafka")
     assert PINNED_TAG.match(kafka_tag), f"apache/kafka:{kafka_tag} is not a pinned version"
-    tag = image_tag(SERVICES["spark-master"]["image"], "apache/spark")
-    assert PINNED_TAG.match(tag), f"spark-master: apache/spark:{tag} is not a pinned version"
-    assert "python3" in tag, f"spark-master: apache/spark:{tag} has no Python for executors"
-    # The worker runs the app's image, built FROM the master's (the test below).
-    worker = SERVICES["spark-worker"]
-    assert worker["image"] == SERVICES["app"]["image"], f"spark-worker runs {worker['image']}"
+    tag = image_tag(COMPOSE["x-spark-image"], "apache/spark")
+    assert PINNED_TAG.match(tag), f"x-spark-image: apache/spark:{tag} is not a pinned version"
+    assert "python3" in tag, f"x-spark-image: apache/spark:{tag} has no Python for executors"
+    # The master and the worker run the app's image, built FROM the cluster's Spark (the
+    # test below): the worker's executors import the app, and conf/secure/spark-env.sh
+    # reads the secret with the app's reader on both.
+    for name in ("spark-master", "spark-worker"):
+        image = SERVICES[name]["image"]
+        assert image == SERVICES["app"]["image"], f"{name} runs {image}"
 
 
 def test_the_app_image_is_the_cluster_spark_image_with_the_same_pyspark() -> None:
     resolved = dockerfile_resolved()
     base = re.search(r"^FROM (\S+)", resolved, re.M)
     assert base, "the Dockerfile has no FROM"
-    spark_image = SERVICES["spark-master"]["image"]
+    spark_image = COMPOSE["x-spark-image"]
     assert base.group(1) == spark_image, f"Dockerfile FROM {base.group(1)}, cluster {spark_image}"
     pin = re.search(r"pyspark==([\w.]+)", resolved)
     assert pin, "the Dockerfile does not pin pyspark==VERSION"

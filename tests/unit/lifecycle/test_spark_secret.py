@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,9 @@ from streaming_app.lifecycle.spark_secret import (
     warn_secret_in_checkpoint,
 )
 from streaming_app.settings.loading import load_config
+
+# An open that waits on a FIFO (the app's or a daemon's reading) fails a test, not hangs it.
+pytestmark = pytest.mark.timeout(60)
 
 
 class _Conf(dict[str, str]):
@@ -176,20 +182,41 @@ def test_a_first_line_too_long_or_blank_is_refused(tmp_path: Path) -> None:
         read_secret_file(_secret_file(tmp_path, text="   \nthe secret on line two\n"))
 
 
-SPARK_ENV = Path(__file__).resolve().parents[3] / "conf" / "secure" / "spark-env.sh"
+ROOT = Path(__file__).resolve().parents[3]
+SPARK_ENV = ROOT / "conf" / "secure" / "spark-env.sh"
+
+
+def _source_spark_env(env: dict[str, str], cwd: Path | None = None) -> tuple[int, str, str]:
+    """Source conf/secure/spark-env.sh as Spark's scripts do, in a session of its own: its
+    exit code, the secret it exports, its stderr. An AssertionError if it does not end in
+    10 s (its whole session killed: a reader stuck on a FIFO holds the pipes open)."""
+    with subprocess.Popen(
+        ["bash", "-c", f'set -a; . "{SPARK_ENV}"; printf %s "$_SPARK_AUTH_SECRET"'],
+        env={"PATH": os.environ["PATH"], **env},
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError("spark-env.sh hung reading the secret file") from None
+    return proc.returncode, out, err
 
 
 def spark_env_secret(path: str) -> tuple[int, str, str]:
-    """Source conf/secure/spark-env.sh as Spark's scripts do: its exit code, the secret it
-    exports, its stderr."""
-    done = subprocess.run(
-        ["bash", "-c", f'set -a; . "{SPARK_ENV}"; printf %s "$_SPARK_AUTH_SECRET"'],
-        env={"PATH": os.environ["PATH"], "STREAMING_APP_SPARK_SECRET_FILE": path},
-        capture_output=True,
-        text=True,
-        timeout=10,
+    """spark-env.sh with the secret file `path`, the app's Python running its reader."""
+    return _source_spark_env(
+        {
+            "STREAMING_APP_SPARK_SECRET_FILE": path,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": str(ROOT),
+        }
     )
-    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize(
@@ -210,7 +237,7 @@ def test_the_daemons_read_the_secret_as_the_app_does(tmp_path: Path, text: str) 
         ("blank-first-line", "empty, or its first line blank"),
         ("group-readable", "readable or writable by others"),
         ("fifo", "not a regular file"),
-        ("missing", "not a regular file, or not there"),
+        ("missing", "cannot read it (No such file or directory)"),
         ("other-owner", "owned by uid 65534"),
     ],
 )
@@ -346,3 +373,55 @@ def test_the_placeholder_is_new_each_run_and_still_reads_as_one() -> None:
     assert len(runs) == 2 and all(len(run.strip()) > 30 for run in runs)
     assert is_placeholder(PLACEHOLDER) and is_placeholder("********") and is_placeholder("***")
     assert not is_placeholder("hunter2") and not is_placeholder("****x")
+
+
+def test_a_fifo_swapped_in_for_the_file_never_hangs_a_daemon(tmp_path: Path) -> None:
+    """The file and a FIFO swapped under the name as fast as a thread can, while the
+    daemon's script reads it again and again: each read ends at once, with the secret or
+    'not a regular file', and never waits on the FIFO (a name checked and then opened
+    again would: the open of a FIFO waits for a writer)."""
+    name = tmp_path / "spark-secret"
+    (tmp_path / "r").mkdir()
+    regular = Path(_secret_file(tmp_path / "r", text="s3cret\n"))
+    fifo = tmp_path / "fifo"
+    stop = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            os.link(regular, tmp_path / "next")
+            os.replace(tmp_path / "next", name)
+            os.mkfifo(fifo, 0o600)
+            os.replace(fifo, name)
+            swaps += 1
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    seen: set[str] = set()
+    try:
+        for _ in range(40):
+            code, secret, stderr = spark_env_secret(str(name))  # times out if it hangs
+            seen.add(secret if code == 0 else stderr.split(": ")[-1].strip())
+    finally:
+        stop.set()
+        swapper.join()
+    assert swaps > 40
+    assert seen <= {"s3cret", "not a regular file"}, seen
+
+
+def test_the_daemons_need_a_python_with_the_app(tmp_path: Path) -> None:
+    path = _secret_file(tmp_path)
+    code, secret, stderr = _source_spark_env(
+        {
+            "STREAMING_APP_SPARK_SECRET_FILE": path,
+            "STREAMING_APP_PYTHON": "/usr/bin/python3",  # the system's, without the app
+        },
+        cwd=tmp_path,  # not the checkout, which a Python would import the app from
+    )
+    assert (code, secret) == (2, "")
+    assert stderr == (
+        f"spark-env.sh: STREAMING_APP_SPARK_SECRET_FILE {path}: cannot check it: "
+        "/usr/bin/python3 has no streaming_app; set STREAMING_APP_PYTHON to a Python that "
+        "has the app installed\n"
+    )
