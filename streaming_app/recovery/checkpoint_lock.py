@@ -32,11 +32,13 @@ def _open(path: str) -> int:
 
 def hold_for_run(checkpoint_dir: str, poll: float = 0.5) -> None:
     """Hold the directory's shared lock until this process ends, waiting while a
-    `checkpoint scrub` holds it. Nothing for a directory that is not local, or not there
-    yet: a new checkpoint holds no secret, so scrub leaves its files alone anyway."""
+    `checkpoint scrub` holds it. A local directory not there yet (a first run) is made
+    first, so that no scrub can take it between the run's start and Spark's first
+    checkpoint. Nothing for a directory that is not local (no lock there)."""
     path = local_path(checkpoint_dir)
-    if path is None or not os.path.isdir(path):
+    if path is None:
         return
+    os.makedirs(path, exist_ok=True)
     fd = _open(path)
     said = False
     while True:

@@ -5,13 +5,16 @@ Spark writes the SparkConf into every checkpoint file (`checkpoint-<ms>`, `.bk`,
 which each setting is a `Tuple2` of two strings. A string is `TC_STRING`, a two-byte
 length and its bytes, so the secret's value can be overwritten in place with as many `*`:
 the stream keeps its structure and everything else, and Spark still reads it. A value of
-`*` only is what the app reads as "no secret here" (spark_secret.is_placeholder).
+`*` only is what the app reads as "no secret here" (spark_secret.is_placeholder); a run's
+own placeholder (PLACEHOLDER_PREFIX and a random part) is no secret either and is left.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,13 +22,14 @@ from dataclasses import dataclass
 from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.fs import sync_directory
 from streaming_app.errors import CheckpointError
-from streaming_app.lifecycle.spark_secret import SECRET_KEY
+from streaming_app.lifecycle.spark_secret import PLACEHOLDER_PREFIX, SECRET_KEY
 from streaming_app.recovery.checkpoint_lock import held_alone
 
 log = logging.getLogger(__name__)
 
 _TC_STRING = 0x74
 _KEY = bytes([_TC_STRING]) + struct.pack(">H", len(SECRET_KEY)) + SECRET_KEY.encode()
+_PLACEHOLDER = PLACEHOLDER_PREFIX.encode()
 
 
 def scrub_serialized(data: bytes) -> tuple[bytes, int]:
@@ -39,7 +43,8 @@ def scrub_serialized(data: bytes) -> tuple[bytes, int]:
             continue  # a back-reference to a string seen before, or not a setting's key
         (length,) = struct.unpack(">H", data[value + 1 : value + 3])
         body = slice(value + 3, value + 3 + length)
-        if set(data[body]) != {ord("*")}:
+        value_bytes = data[body]
+        if set(value_bytes) != {ord("*")} and not value_bytes.startswith(_PLACEHOLDER):
             out[body] = b"*" * length
             found += 1
     return bytes(out), found
@@ -61,8 +66,9 @@ class Codec:
 
 # The file a scrub writes before renaming it over a checkpoint file: a name in which
 # Spark's checkpoint listing finds no `checkpoint-<ms>` (a killed scrub's leftover would
-# make Spark's recovery fail to sort the files), and that `checkpoint clean` removes.
-TEMP_NAME = ".streaming-app-scrub-{pid}.tmp"
+# make Spark's recovery fail to sort the files), and that `checkpoint clean` removes; its
+# random part is new each scrub, and it is created only if no such name exists.
+TEMP_NAME = ".streaming-app-scrub-{pid}-{token}.tmp"
 
 
 def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
@@ -80,20 +86,23 @@ def scrub_checkpoint(directory: str, codec: Codec) -> list[str]:
 
 def _scrub(directory: str, codec: Codec) -> list[str]:
     scrubbed = []
-    temp = os.path.join(directory, TEMP_NAME.format(pid=os.getpid()))
+    token = secrets.token_hex(8)
+    temp = os.path.join(directory, TEMP_NAME.format(pid=os.getpid(), token=token))
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if not is_spark_file(name) or not os.path.isfile(path):
-            continue
-        with open(path, "rb") as handle:
+        try:  # the file itself, not a link's target, and a regular file only
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # a link, or gone
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not is_spark_file(name) or not stat.S_ISREG(info.st_mode):
+                continue
             original = handle.read()
         data, found = scrub_serialized(codec.decompress(original))
         if not found:
             continue
-        with open(temp, "wb") as handle:
-            handle.write(codec.compress(data))
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_new(temp, codec.compress(data), info)
         if codec.readable(path) and not codec.readable(temp):
             os.unlink(temp)
             raise CheckpointError(f"{path}: Spark cannot read it once scrubbed; left unchanged")
@@ -107,3 +116,24 @@ def _scrub(directory: str, codec: Codec) -> list[str]:
         log.info("scrubbed %s", path)
         scrubbed.append(name)
     return scrubbed
+
+
+def _write_new(temp: str, data: bytes, like: os.stat_result) -> None:
+    """Write `data` to `temp`, a name that must not exist (never through a link someone
+    put there), with the mode and (as far as this user may) the owner of the file it
+    replaces, synced to disk."""
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        stat.S_IMODE(like.st_mode),
+    )
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(fd, stat.S_IMODE(like.st_mode))  # the umask takes nothing off
+        if (like.st_uid, like.st_gid) != (os.geteuid(), os.getegid()):
+            try:
+                os.fchown(fd, like.st_uid, like.st_gid)
+            except PermissionError:
+                pass  # not root: the rename keeps this user's ownership
+        handle.write(data)
+        handle.flush()
+        os.fsync(fd)
