@@ -11,6 +11,7 @@ own placeholder (PLACEHOLDER_PREFIX and a random part) is no secret either and i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -90,14 +91,17 @@ def _scrub(directory: str, codec: Codec) -> list[str]:
     temp = os.path.join(directory, TEMP_NAME.format(pid=os.getpid(), token=token))
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
+        if not is_spark_file(name):
+            continue
         try:  # the file itself, not a link's target, and a regular file only
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             continue  # a link, or gone
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            continue
         with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not is_spark_file(name) or not stat.S_ISREG(info.st_mode):
-                continue
             original = handle.read()
         data, found = scrub_serialized(codec.decompress(original))
         if not found:
@@ -122,18 +126,22 @@ def _write_new(temp: str, data: bytes, like: os.stat_result) -> None:
     """Write `data` to `temp`, a name that must not exist (never through a link someone
     put there), with the mode and (as far as this user may) the owner of the file it
     replaces, synced to disk."""
-    fd = os.open(
-        temp,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        stat.S_IMODE(like.st_mode),
-    )
+    try:
+        fd = os.open(
+            temp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            stat.S_IMODE(like.st_mode),
+        )
+    except FileExistsError:
+        raise CheckpointError(
+            f"{temp}: is there already (a file or a link someone put there); scrub writes "
+            "through no name it did not make: remove it, then scrub again"
+        ) from None
     with os.fdopen(fd, "wb") as handle:
         os.fchmod(fd, stat.S_IMODE(like.st_mode))  # the umask takes nothing off
         if (like.st_uid, like.st_gid) != (os.geteuid(), os.getegid()):
-            try:
+            with contextlib.suppress(PermissionError):  # not root: this user's it stays
                 os.fchown(fd, like.st_uid, like.st_gid)
-            except PermissionError:
-                pass  # not root: the rename keeps this user's ownership
         handle.write(data)
         handle.flush()
         os.fsync(fd)

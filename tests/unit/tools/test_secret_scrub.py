@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 from streaming_app.errors import CheckpointError
 from streaming_app.tools.checkpoint_clean import _TEMP as _CLEAN_TEMP
-from streaming_app.tools.secret_scrub import Codec, scrub_checkpoint, scrub_serialized
+from streaming_app.tools.secret_scrub import TEMP_NAME, Codec, scrub_checkpoint, scrub_serialized
 
 
 def _string(text: str) -> bytes:
@@ -205,3 +206,79 @@ def test_a_run_waits_while_scrub_holds_the_checkpoint(
     assert held == [True]
     assert "waiting for `checkpoint scrub` to finish" in caplog.text
     os.close(checkpoint_lock._HELD.pop())
+
+
+def test_a_runs_own_placeholder_is_no_secret_and_is_left_alone() -> None:
+    from streaming_app.lifecycle.spark_secret import PLACEHOLDER
+
+    stream = _pairs(("spark.authenticate.secret", PLACEHOLDER))
+    assert scrub_serialized(stream) == (stream, 0)
+    # Its positive control: a real secret of the same length is scrubbed.
+    real = _pairs(("spark.authenticate.secret", "x" * len(PLACEHOLDER)))
+    assert scrub_serialized(real)[1] == 1
+
+
+def test_the_scrubbed_file_keeps_the_originals_mode_whatever_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint-1000"
+    path.write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+    path.chmod(0o644)
+    old = os.umask(0o077)
+    try:
+        assert scrub_checkpoint(str(tmp_path), _identity_codec()) == ["checkpoint-1000"]
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert b"s3" not in path.read_bytes()
+
+
+def test_scrub_writes_through_no_link_it_did_not_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link planted at the temporary file's name (here made predictable) or in place of a
+    checkpoint file: scrub neither writes through it nor rewrites what it names."""
+    from streaming_app.tools import secret_scrub
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not scrub's to write")
+    monkeypatch.setattr(secret_scrub.secrets, "token_hex", lambda n: "planted")
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "checkpoint-1000").write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+    planted = checkpoint / TEMP_NAME.format(pid=os.getpid(), token="planted")
+    planted.symlink_to(victim)
+    with pytest.raises(CheckpointError, match="is there already"):
+        scrub_checkpoint(str(checkpoint), _identity_codec())
+    assert victim.read_bytes() == b"not scrub's to write"
+    planted.unlink()
+    # A checkpoint file's name that is a link to a file elsewhere: left, and its target too.
+    (checkpoint / "checkpoint-2000").symlink_to(victim)
+    victim.write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+    assert scrub_checkpoint(str(checkpoint), _identity_codec()) == ["checkpoint-1000"]
+    assert b"s3" in victim.read_bytes()
+
+
+def test_a_first_run_holds_its_checkpoint_before_it_exists_so_scrub_refuses(
+    tmp_path: Path,
+) -> None:
+    """A first run: the directory is not there yet when the run starts. The run makes it
+    and holds the lock from then on; a scrub started before Spark's first checkpoint is
+    refused, and nothing is written."""
+    directory = tmp_path / "new-checkpoint"
+    holder = subprocess.Popen(
+        [
+            sys.executable, "-c",
+            "import sys, time; from streaming_app.recovery.checkpoint_lock import hold_for_run;"
+            "hold_for_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+            str(directory),
+        ],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert directory.is_dir()
+        with pytest.raises(CheckpointError, match="an app is running on this checkpoint"):
+            scrub_checkpoint(str(directory), _identity_codec())
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert list(directory.iterdir()) == []
