@@ -48,12 +48,14 @@ class LagWatch:
         lag: KafkaLag,
         every: float = EVERY_SECONDS,
         soonest: float = SOONEST_SECONDS,
+        fetch_bytes: int = FETCH_BYTES,
     ) -> None:
         self.connection = connection
         self.topics = tuple(topics)
         self.lag = lag
         self.every = every
         self.soonest = soonest
+        self.fetch_bytes = fetch_bytes
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,7 +121,7 @@ class LagWatch:
                 request_timeout_ms=REQUEST_TIMEOUT_MS,
                 max_poll_records=len(at),
                 fetch_max_bytes=1 << 20,
-                max_partition_fetch_bytes=FETCH_BYTES,
+                max_partition_fetch_bytes=self.fetch_bytes,
             )
         keyed = {KafkaTp(t, p): offset for (t, p), offset in at.items()}
         self._reader.assign(list(keyed))
