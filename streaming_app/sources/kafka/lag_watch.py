@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streaming_app.common.kafka_lag import KafkaLag
+from streaming_app.common.retry import describe_error
 from streaming_app.sources.kafka.client import REQUEST_TIMEOUT_MS, Broker, KafkaConnection
 from streaming_app.sources.kafka.offsets import TopicPartition
 
@@ -61,6 +62,7 @@ class LagWatch:
         self._thread: threading.Thread | None = None
         self._broker: Broker | None = None
         self._reader: Any = None
+        self._failing = False  # the last reading failed (warned of once)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="kafka-lag-watch", daemon=True)
@@ -84,13 +86,32 @@ class LagWatch:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            try:
-                self.once()
-            except Exception as exc:  # the broker unreachable: try again next time
-                log.debug("Kafka lag watch: %s", exc, exc_info=True)
-                self._close()
+            self.read()
             if self._stop.wait(self.soonest):
                 return
+
+    def read(self) -> bool:
+        """One reading that never raises: a failure is warned of once (then at debug level
+        until a reading succeeds again, which is logged) and tried again next time.
+        Whether it succeeded."""
+        try:
+            self.once()
+        except Exception as exc:  # the broker unreachable: try again next time
+            level = logging.DEBUG if self._failing else logging.WARNING
+            log.log(
+                level,
+                "Kafka lag: reading the broker failed (%s); the lag series keep their last "
+                "values and streaming_app_kafka_lag_read_timestamp_seconds its last success",
+                describe_error(exc),
+                exc_info=level == logging.DEBUG,
+            )
+            self._failing = True
+            self._close()
+            return False
+        if self._failing:
+            log.info("Kafka lag: the broker read again")
+            self._failing = False
+        return True
 
     def once(self) -> None:
         """One reading: the latest offsets, and the timestamp of each lagging partition's
