@@ -118,10 +118,14 @@ class KafkaLag:
 
     def started(self, positions: Mapping[Key, int]) -> None:
         """Where the run starts (its first batch's start offsets): the processed offsets of
-        the partitions no batch has reported yet."""
+        the partitions no batch has reported yet (the lag watch then reads at once)."""
         with self._lock:
+            new = positions.keys() - self._processed.keys()
             for key, offset in positions.items():
                 self._processed.setdefault(key, offset)
+        if new:
+            for callback in self._on_lag:
+                callback()
 
     def observe(self, partitions: Iterable[PartitionPosition]) -> None:
         """A completed batch's positions."""

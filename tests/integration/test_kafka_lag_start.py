@@ -72,7 +72,7 @@ def test_lag_is_served_while_the_first_batch_is_held_up(
             seconds = now.get("streaming_app_kafka_lag_seconds", {})
             return now if len(seconds) == len(ends) else None
 
-        seen = wait_for(lagging, "lag in seconds served for every partition", 90)
+        seen = wait_for(lagging, "lag in seconds served for every partition", 150)
         # Served before any batch completed: from where the run starts (offset 0).
         assert seen.get("streaming_app_batches_total", {}).get(-1, 0) == 0, seen
         assert seen["streaming_app_kafka_processed_offset"] == dict.fromkeys(ends, 0), seen

@@ -118,7 +118,7 @@ def test_each_record_is_fetched_once_while_the_app_is_stuck() -> None:
     assert lag.unread({KEY: 30}, {}) == {KEY: 25}
 
 
-def test_a_batch_that_leaves_lag_behind_wakes_the_watch_and_one_caught_up_does_not() -> None:
+def test_a_batch_that_leaves_lag_behind_wakes_the_watch_and_so_does_a_start() -> None:
     lag, _, registry = book()
     woken: list[int] = []
     lag.on_lag(lambda: woken.append(1))
@@ -130,3 +130,7 @@ def test_a_batch_that_leaves_lag_behind_wakes_the_watch_and_one_caught_up_does_n
     assert got[("streaming_app_kafka_record_age_seconds", "0")] == 0
     lag.observe([PartitionPosition("words", 0, 50, 80)])
     assert woken == [1]
+    lag.started({("words", 0): 0, ("words", 1): 0})  # a partition new to it: read at once
+    assert woken == [1, 1]
+    lag.started({("words", 0): 0, ("words", 1): 0})  # nothing new: no reading
+    assert woken == [1, 1]
