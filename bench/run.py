@@ -54,6 +54,7 @@ COMMANDS = {
     "compare": "bench.compare",
     "driver-cost": "bench.costs.driver_cost",
     "engines": "bench.peers.engines",
+    "lag": "bench.costs.lag_read",
     "memory-run": "bench.state.memory_run",
     "peer": "bench.peers.peer",
     "profile": "bench.throughput.profile_run",

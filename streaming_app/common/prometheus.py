@@ -2,10 +2,11 @@
 
 Engine-neutral, on the driver. Both engines' metrics recorder (common/metrics_recorder.py)
 hands it each completed batch, the same record it appends to `metrics_file`, and the
-Kafka source's positions per partition. Names follow Prometheus' conventions: the
-`streaming_app_` prefix, base units in the name (`_seconds`), counters ending in `_total`,
-labels of bounded cardinality (topic and partition, never a word). docs/metrics.md lists
-each series with its type, labels and meaning.
+Kafka source's positions per partition (kept and served by common/kafka_lag.py). Names
+follow Prometheus' conventions: the `streaming_app_` prefix, base units in the name
+(`_seconds`), counters ending in `_total`, labels of bounded cardinality (topic and
+partition, never a word). docs/metrics.md lists each series with its type, labels and
+meaning.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from streaming_app.common.kafka_lag import KafkaLag
+from streaming_app.common.kafka_lag import PartitionPosition as PartitionPosition
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.errors import ConfigError, StopRequestedError
 
@@ -62,17 +64,6 @@ class LateGauge:
                 self._registry.register(self.gauge)
                 self._served = True
         self.gauge.set(value)
-
-
-@dataclass(frozen=True)
-class PartitionPosition:
-    """A Kafka partition after a batch: the next offset to process, and the broker's latest
-    when the batch was planned (None if unknown, as for a replayed batch)."""
-
-    topic: str
-    partition: int
-    processed: int
-    latest: int | None
 
 
 class Endpoint:
@@ -164,32 +155,8 @@ class Endpoint:
             "1 while the scheduling delay grows past the batch interval (the job cannot keep "
             "up with its input), else 0; absent before the first batch",
         )
-        self.lag = Gauge(
-            f"{PREFIX}_kafka_lag_records",
-            "Records on the broker beyond what the newest batch processed, per partition",
-            ["topic", "partition"],
-            registry=registry,
-        )
-        self.processed = Gauge(
-            f"{PREFIX}_kafka_processed_offset",
-            "Next offset to process in a partition, after the newest batch",
-            ["topic", "partition"],
-            registry=registry,
-        )
-        self.latest = Gauge(
-            f"{PREFIX}_kafka_latest_offset",
-            "The broker's latest offset of a partition: read by the endpoint on its own "
-            "schedule, or when the newest batch was planned if that is newer",
-            ["topic", "partition"],
-            registry=registry,
-        )
-        self.lag_seconds = Gauge(
-            f"{PREFIX}_kafka_lag_seconds",
-            "Age of the oldest record of a partition not yet processed (its broker "
-            "timestamp against now); 0 when caught up",
-            ["topic", "partition"],
-            registry=registry,
-        )
+        # The Kafka positions and lag, served by a collector of their own (kafka_lag.py).
+        self.kafka = KafkaLag(registry)
         self.operation = Histogram(
             f"{PREFIX}_operation_duration_seconds",
             "Time an operation took: a state snapshot, a Kafka batch's commit, a sink's write",
@@ -253,14 +220,6 @@ class Endpoint:
         self._scraped = threading.Event()  # a /metrics request came after the stop began
         self._last_scrape: float | None = None  # monotonic: the last /metrics request
         self._scrape_every: float | None = None  # seconds between the last two
-        # Per Kafka partition: the next offset to process after the newest batch; the
-        # broker's latest offset known; the broker timestamp (ms) of the oldest record
-        # not yet processed, as the lag watch last read it.
-        self._processed: dict[tuple[str, int], int] = {}
-        self._latest: dict[tuple[str, int], int] = {}
-        self._oldest_ms: dict[tuple[str, int], int] = {}
-        # Called (outside the lock) after a batch that left lag behind: the lag watch.
-        self._on_lag: list[Callable[[], None]] = []
 
     def succeeded(self, operation: str, seconds: float) -> None:
         """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
@@ -296,23 +255,7 @@ class Endpoint:
             if batch.state_keys is not None:
                 self.state_keys.set(batch.state_keys)
             self.falling_behind.set(1 if behind else 0)
-            lagging = False
-            for position in partitions:
-                key = (position.topic, position.partition)
-                self._processed[key] = position.processed
-                if position.latest is not None:
-                    self._latest[key] = max(self._latest.get(key, 0), position.latest)
-                self._oldest_ms.pop(key, None)  # of records this batch may have processed
-                self._update_lag(key)
-                lagging = lagging or self._latest.get(key, 0) > position.processed
-        if lagging:
-            for callback in self._on_lag:
-                callback()
-
-    def on_lag(self, callback: Callable[[], None]) -> None:
-        """Call `callback` after each batch that leaves a partition lagging (the lag watch:
-        the timestamp of the oldest record not yet processed is read again)."""
-        self._on_lag.append(callback)
+        self.kafka.observe(partitions)
 
     def idle(self) -> None:
         """A trigger found no new input (the structured engine): the stream is up to date,
@@ -322,41 +265,6 @@ class Endpoint:
             self.falling_behind.set(0)
             self.ready.set(1)
             self._ready = True
-
-    def processed_offsets(self) -> dict[tuple[str, int], int]:
-        """Per Kafka partition, the next offset to process after the newest batch."""
-        with self._lock:
-            return dict(self._processed)
-
-    def broker_positions(
-        self, latest: Mapping[tuple[str, int], int], oldest_ms: Mapping[tuple[str, int], int]
-    ) -> None:
-        """What the lag watch read from the broker (sources/kafka/lag_watch.py): each
-        partition's latest offset, and the timestamp of its oldest unprocessed record."""
-        with self._lock:
-            for key, offset in latest.items():
-                self._latest[key] = max(self._latest.get(key, 0), offset)
-                if key in oldest_ms:
-                    self._oldest_ms[key] = oldest_ms[key]
-                self._update_lag(key)
-
-    def _update_lag(self, key: tuple[str, int]) -> None:
-        """A partition's series from what is known of it (under the lock)."""
-        labels = (key[0], str(key[1]))
-        processed, latest = self._processed.get(key), self._latest.get(key)
-        if processed is not None:
-            self.processed.labels(*labels).set(processed)
-        if latest is not None:
-            self.latest.labels(*labels).set(latest)
-        if processed is None or latest is None:
-            return
-        lag = max(0, latest - processed)
-        self.lag.labels(*labels).set(lag)
-        oldest = self._oldest_ms.get(key)
-        if lag == 0:
-            self.lag_seconds.labels(*labels).set(0)
-        elif oldest is not None:
-            self.lag_seconds.labels(*labels).set(max(0.0, time.time() - oldest / 1000))
 
     def beat(self) -> None:
         """The driver's loop is alive: a wait on the stream returned (the JVM answered)."""
@@ -483,6 +391,14 @@ def count_bad_values(counts: Mapping[str, int]) -> None:
         for reason, count in counts.items():
             if count > 0:
                 served.bad_values.labels(reason).inc(count)
+
+
+def kafka_started(positions: Mapping[tuple[str, int], int]) -> None:
+    """Where a Kafka run starts (each partition's first offset to read), on the endpoint if
+    one serves: lag is served from then on, before the first batch completes."""
+    served = _ENDPOINT
+    if served is not None:
+        served.kafka.started(positions)
 
 
 def beat() -> None:

@@ -48,8 +48,8 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
         from streaming_app.sources.kafka.client import KafkaConnection
         from streaming_app.sources.kafka.lag_watch import LagWatch
 
-        watch = LagWatch(KafkaConnection.from_config(config), config.topics, served)
-        served.on_lag(watch.wake)
+        watch = LagWatch(KafkaConnection.from_config(config), config.topics, served.kafka)
+        served.kafka.on_lag(watch.wake)
         watch.start()
     try:
         yield

@@ -21,6 +21,8 @@ from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
 from streaming_app.recovery.restore import seeded_config
 from streaming_app.settings.schema import AppConfig
 from streaming_app.structured.guard import SHUFFLE_PARTITIONS, guard_checkpoint
+from streaming_app.structured.kafka_options import KafkaReadSettings
+from streaming_app.structured.kafka_start import report_start
 from streaming_app.structured.pairs import pairs_of
 from streaming_app.structured.problems import ProblemCounts
 from streaming_app.structured.query_log import COMMITS, OFFSETS, last_batch
@@ -92,6 +94,8 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
     if seed is not None:  # Kafka resumes at the snapshot's offsets
         config = seeded_config(config, seed)
         write_seed_input(spark, config, seed)
+    if config.source == "kafka":  # lag served before the first micro-batch (kafka_start.py)
+        report_start(fs, checkpoint, committed, KafkaReadSettings.from_config(config))
     # ProblemCounts is an AccumulatorParam by its methods (problems.py imports no Spark).
     problems: Any = spark.sparkContext.accumulator(Counter(), cast(Any, ProblemCounts()))
     pairs = pairs_of(lines_of(spark, config), config, problems)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from streaming_app.common.batch_time import epoch_ms
 from streaming_app.common.fs import FileSystem
 from streaming_app.common.output_errors import app_errors_in_one_line
+from streaming_app.common.prometheus import kafka_started
 from streaming_app.errors import CheckpointError
 from streaming_app.sources.kafka.offset_log import (
     CommitLog,
@@ -76,6 +77,8 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
     fetch = partial(broker_offsets, settings)
     with app_errors_in_one_line(sc):
         ranges = ranges_for_batch(batch_ms, offsets, fetch, settings, RUNTIME.draining)
+    # Where the run starts, for the lag served before its first batch completes.
+    kafka_started({(r.topic, r.partition): r.from_offset for r in ranges})
     to_read = [r for r in ranges if r.size > 0]
     if not to_read:
         return sc.emptyRDD()  # no tasks at all: an idle batch stays cheap

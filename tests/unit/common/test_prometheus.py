@@ -397,7 +397,7 @@ def test_linger_ends_when_a_scrape_sees_the_stop_and_not_before() -> None:
 def test_a_batch_that_leaves_lag_behind_calls_the_lag_watch_and_one_caught_up_does_not() -> None:
     served = Endpoint(INFO)
     woken: list[int] = []
-    served.on_lag(lambda: woken.append(1))
+    served.kafka.on_lag(lambda: woken.append(1))
     served.observe(batch(2_000), False, [PartitionPosition("words", 0, 40, 40)])
     served.observe(batch(4_000), False, [PartitionPosition("words", 0, 40, None)])
     assert woken == []  # caught up: lag 0, and 0 seconds, known without the broker

@@ -1,10 +1,13 @@
 """The lag watch's schedule: every `every` seconds, sooner when a batch wakes it, never
-more often than `soonest`. (Its readings of a real broker: tests/integration/
-test_kafka_lag_watch.py.)"""
+more often than `soonest`; a failed reading warned of once. (Its readings of a real
+broker: tests/integration/test_kafka_lag_watch.py.)"""
 
 from __future__ import annotations
 
+import logging
 import time
+
+import pytest
 
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.lag_watch import LagWatch
@@ -72,3 +75,30 @@ def test_stop_ends_the_thread_while_it_waits_for_the_schedule() -> None:
     counting.stop()
     assert time.monotonic() - started < 2
     assert counting.readings == []
+
+
+class FlakyWatch(LagWatch):
+    """Fails its readings while `down` is set, as a broker out of reach."""
+
+    down = True
+
+    def once(self) -> None:
+        if self.down:
+            raise ConnectionError("[Errno 111] Connection refused")
+
+
+def test_a_failed_reading_is_warned_of_once_and_the_recovery_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flaky = FlakyWatch(KafkaConnection("127.0.0.1:9"), ["words"], None)
+    caplog.set_level(logging.DEBUG, logger="streaming_app.sources.kafka.lag_watch")
+    assert [flaky.read() for _ in range(3)] == [False, False, False]
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert "Kafka lag: reading the broker failed (ConnectionError:" in warned[0].getMessage()
+    flaky.down = False
+    assert flaky.read() is True
+    assert caplog.records[-1].getMessage() == "Kafka lag: the broker read again"
+    flaky.down = True
+    assert flaky.read() is False  # a new outage is warned of again
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
