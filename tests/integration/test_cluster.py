@@ -14,7 +14,14 @@ import pytest
 from tests.integration.batch_waits import wait_more_batches
 from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import (
+    drop_file,
+    drop_file_for_next_batch,
+    make_text,
+    truth,
+    wait_for_totals,
+)
+from tests.integration.replay_kills import kill_after_writing, logged_files, wait_replayed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
@@ -81,6 +88,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
         "--checkpoint-interval", "4",
         # The graceful stop finishes every batch generated so far; never cut it short here.
         "--stop-timeout", "90",
+        "--log-level", "debug",  # the files sink's line for each batch written
     )  # fmt: skip
     started: list[SubmittedApp] = []
 
@@ -101,10 +109,14 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
             (first_id,) = active_apps()
 
-            # Input lands just before the kill, so the kill may hit a batch mid-way.
-            add("c1-c.txt")
-            time.sleep(rng.uniform(0.2, 1.5))
-            app.kill9()  # the whole spark-submit session: the Python driver and its JVM
+            # kill -9 (the whole spark-submit session: the Python driver and its JVM) right
+            # after the output of the batch that read c1-c.txt (checked in the files
+            # source's log), so that the resubmitted driver replays it: the replay must
+            # read the file again, the restored state does not hold it.
+            texts.append(make_text(rng, rng.randint(20, 60)))
+            batch = drop_file_for_next_batch(dirs["input"], "c1-c.txt", texts[-1].encode(), 2000)
+            kill_after_writing(app, batch)
+            assert logged_files(dirs["checkpoint"], batch) == ["c1-c.txt"]
             # The master notices the driver is gone and has the worker kill its executors,
             # which frees the worker's cores for the resubmitted app.
             wait_until(lambda: first_id not in active_apps(), "the killed app left the master")
@@ -114,9 +126,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             add("c2-while-down.txt")
 
             app = submit()
-            app.wait_for_log(
-                r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+", timeout=150
-            )
+            assert wait_replayed(app, batch), f"batch_time_ms={batch} was not replayed"
             assert "Creating new context" not in app.log(), "the factory ran on recovery"
             add("c2-a.txt")
             wait_for_totals(dirs["output"], truth(texts), app, timeout=150)

@@ -108,6 +108,10 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                     lambda: not killed & backends(server.local_dsn),
                     120,
                 )
+                # b.txt's batch exact by itself: the next batch writes again the total of
+                # every word it changes (c.txt has them all), which would hide a partition
+                # of this batch that the killed task's retry did not stage.
+                wait_for_pg_totals(server.local_dsn, TABLE, truth(texts), timeout=180)
                 texts.append(make_text(rng, 40))
                 drop_file(dirs["input"], "c.txt", texts[-1].encode())
                 wait_for_pg_totals(server.local_dsn, TABLE, truth(texts), timeout=300)

@@ -32,6 +32,7 @@ from tests.integration.harness import (
     truth,
     wait_for_totals,
 )
+from tests.integration.replay_kills import kill_after_writing, logged_files, wait_replayed
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -54,9 +55,11 @@ class Reader:
         self.most_entries = 0
         self.kinds: dict[int, str] = {}
 
-    def add(self, input_dir: Path, name: str, text: str) -> None:
+    def add(self, input_dir: Path, name: str, text: str) -> int:
+        """Drop a file for the next batch but one; returns the batch time that reads it."""
         batch = drop_file_for_next_batch(input_dir, name, text.encode(), 1000)
         self.batches.setdefault(batch, []).append(text)
+        return batch
 
     def texts(self) -> list[str]:
         return [text for texts in self.batches.values() for text in texts]
@@ -113,16 +116,6 @@ def wrote(app: App) -> dict[int, str]:
     return {int(ms): kind for kind, ms in re.findall(WROTE, app.log())}
 
 
-def kill_after_a_write(app: Any, timeout: float = 60) -> None:
-    """Return as soon as the app logs that it wrote a batch's output (polled every 5 ms)."""
-    written = re.compile(r"wrote (base|delta) batch_time_ms=")
-    seen = len(written.findall(app.log()))
-    deadline = time.monotonic() + timeout
-    while len(written.findall(app.log())) == seen:
-        assert time.monotonic() < deadline, "no output written:\n" + app.log()[-3000:]
-        time.sleep(0.005)
-
-
 def test_bases_and_deltas_read_exactly_through_a_kill_9(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path
 ) -> None:
@@ -152,36 +145,32 @@ def test_bases_and_deltas_read_exactly_through_a_kill_9(
     for name, (_, link) in contents(dirs["output"]).items():
         assert link is not None and link.context == context.app_id, name
 
-    # kill -9 until a batch that had been written is replayed (the recovered checkpoint's
-    # own batch always is; the kill may hit it before it wrote its output). The first kill
-    # lands at random; the later ones right after a batch's output was written, before the
-    # next batch's checkpoint (random kills on a loaded machine missed that 3 times).
+    # kill -9 right after the output of a batch that read a file (checked in the files
+    # source's log), until the restart replays that batch: its replay must read the file
+    # again (the restored state does not hold it) and write the same output. A kill that a
+    # later checkpoint outran (the batch not replayed) is tried again with another file.
+    replayed = False
     for attempt in range(4):
-        reader.add(dirs["input"], f"k{attempt}.txt", make_text(rng, 30))
-        reader.run_for(rng.uniform(0.2, 2.5))
-        if attempt:
-            kill_after_a_write(app)
-        app.kill9()
+        name = f"k{attempt}.txt"
+        batch = reader.add(dirs["input"], name, make_text(rng, 30))
+        kill_after_writing(app, batch)
+        assert logged_files(dirs["checkpoint"], batch) == [name]
         before = contents(dirs["output"])
+        assert any(chain_batch(n) == batch for n in before), sorted(before)
         reader.add(dirs["input"], f"k{attempt}-while-down.txt", make_text(rng, 30))
         app = start_app(*args)
-        match = app.wait_for_log(r"Recovered streaming context .* at batch_time_ms=(\d+)")
-        recovered_ms = int(match.group(1))
-        app.wait_for_log(rf"wrote (base|delta) batch_time_ms={recovered_ms}\b")
+        replayed = wait_replayed(app, batch)
         after = contents(dirs["output"])
-        # Written before the kill and again by the recovered run (by its debug lines).
-        again = wrote(app)
-        rewritten = {n for n in set(before) & set(after) if chain_batch(n) in again}
-        for name in set(before) & set(after):
-            assert after[name] == before[name], f"{name} differs after the replay"
+        for n in set(before) & set(after):
+            assert after[n] == before[n], f"{n} differs after the replay"
         reader.add(dirs["input"], f"r{attempt}.txt", make_text(rng, 30))
         wait_for_totals(dirs["output"], truth(reader.texts()), app, timeout=120)
         reader.run_for(1)
         # The chain went on across the kill: the recovered context continued it.
         assert CHAIN_BROKE not in app.log()
-        if rewritten:
+        if replayed:
             break
-    assert rewritten, "no batch written before a kill was replayed in 4 attempts"
+    assert replayed, "in 4 kills, no batch that read a file was replayed after its output"
     app.wait_caught_up()
     reader.run_for(3)
     assert cli_totals(tmp_path, dirs["output"], "totals") == truth(reader.texts())
