@@ -115,8 +115,9 @@ class LoggingListener(StreamingListener):
     def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:  # noqa: N802, N803
         """A batch's output operation that failed counts as a failed batch on the endpoint."""
         try:
-            failure = outputOperationCompleted.outputOperationInfo().failureReason()
-            if failure.isDefined():
+            # PySpark's JavaStreamingListenerOutputOperationInfo: a String, null (None
+            # here) when the operation succeeded; not Scala's Option.
+            if outputOperationCompleted.outputOperationInfo().failureReason():
                 failed("batch")
         except Exception:  # a listener must never break the stream
             log.debug("could not read an output operation's outcome", exc_info=True)

@@ -303,3 +303,33 @@ def test_an_idle_trigger_clears_falling_behind(caplog: pytest.LogCaptureFixture)
         recorder.idle()
         recorder.idle()
     assert not recorder.warned and caplog.text.count("no new input: the job keeps up") == 1
+
+
+class _OutputOperation:
+    """What PySpark hands onOutputOperationCompleted: its info's failureReason is a Java
+    String, or null (None) when the operation succeeded."""
+
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+    def outputOperationInfo(self) -> Any:  # noqa: N802 (PySpark's name)
+        return self
+
+    def failureReason(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return self.reason
+
+
+def test_a_failed_output_operation_counts_a_failed_batch_and_a_succeeded_one_none() -> None:
+    from streaming_app.common.prometheus import start_endpoint, stop_endpoint
+    from tests.unit.common.test_prometheus import INFO, samples
+
+    served = start_endpoint("127.0.0.1", 0, INFO)
+    try:
+        listener = LoggingListener(lambda _: None, "files", 2000)
+        key = ("streaming_app_failures_total", (("operation", "batch"),))
+        listener.onOutputOperationCompleted(_OutputOperation(None))
+        assert samples(served)[key] == 0
+        listener.onOutputOperationCompleted(_OutputOperation("java.io.IOException: disk full"))
+        assert samples(served)[key] == 1
+    finally:
+        stop_endpoint()
