@@ -93,13 +93,27 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
     a secret of the operator's and none was given.
     """
     master = str(conf.get("spark.master", "local"))
-    if secret_file and _OWN_SECRET.match(master):
-        _switch_on(conf, secret_file)  # still refused if unsafe: the next master may use it
-        log.info(
-            "spark_secret_file is not used with master %s: Spark makes a secret of its own "
-            "for each application there; authentication and encryption are on with it",
-            master,
-        )
+    if _OWN_SECRET.match(master):
+        # Spark makes a secret of its own for each application here and ignores any
+        # given: the file's (still refused if unsafe: the next master may use it), the
+        # setting's (kept out of the checkpoint all the same), the environment's.
+        given = not is_placeholder(conf.get(SECRET_KEY))
+        if secret_file:
+            _switch_on(conf, secret_file)
+        if given:
+            conf.set(SECRET_KEY, PLACEHOLDER)
+        way = (
+            "spark_secret_file" if secret_file
+            else SECRET_KEY if given
+            else ENV_SECRET if os.environ.get(ENV_SECRET)
+            else None
+        )  # fmt: skip
+        if way:
+            log.info(
+                "%s is not used with master %s: Spark makes a secret of its own for each "
+                "application there; authentication and encryption are on with it",
+                way, master,
+            )  # fmt: skip
         return None
     if master.startswith("k8s://"):
         _kubernetes(conf, secret_file)
@@ -113,7 +127,7 @@ def secure_conf(conf: Any, secret_file: str | None) -> str | None:
         conf.set(SECRET_KEY, PLACEHOLDER)
         return secret
     on = str(conf.get(AUTHENTICATE, "false")).strip().lower() == "true"
-    if on and not _OWN_SECRET.match(master):
+    if on:
         raise ConfigError(
             f"spark.authenticate is on but no secret was given for master {master}: set "
             "spark_secret_file (--spark-secret-file, STREAMING_APP_SPARK_SECRET_FILE) to a "

@@ -425,3 +425,32 @@ def test_the_daemons_need_a_python_with_the_app(tmp_path: Path) -> None:
         "/usr/bin/python3 has no streaming_app; set STREAMING_APP_PYTHON to a Python that "
         "has the app installed\n"
     )
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "yarn"])
+@pytest.mark.parametrize("way", ["environment", "setting"])
+def test_where_spark_makes_its_own_secret_a_secret_given_otherwise_is_said_unused(
+    master: str, way: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Authentication on, a secret in the environment or in spark-defaults.conf: Spark
+    makes its own there. One line says so; nothing to hold or verify (which would end the
+    run with 'Spark replaced it'), and the setting's value is kept out of the conf."""
+    conf = _Conf({"spark.master": master, AUTHENTICATE: "true"})
+    if way == "environment":
+        monkeypatch.setenv(ENV_SECRET, "from-the-environment")
+    else:
+        conf[SECRET_KEY] = "from-spark-defaults"
+    with caplog.at_level(logging.INFO):
+        assert secure_conf(conf, None) is None
+    [line] = [r.getMessage() for r in caplog.records]
+    name = ENV_SECRET if way == "environment" else SECRET_KEY
+    assert line.startswith(f"{name} is not used with master {master}: Spark makes")
+    assert "from-" not in repr(conf) + line
+    # Its positive control: on a standalone master the same secret is the one held.
+    conf = _Conf({"spark.master": "spark://m:7077", AUTHENTICATE: "true"})
+    if way == "setting":
+        conf[SECRET_KEY] = "from-spark-defaults"
+    assert (
+        secure_conf(conf, None)
+        == f"from-{'the-environment' if way == 'environment' else 'spark-defaults'}"
+    )
