@@ -85,8 +85,13 @@ def stunnel_binary() -> str | None:
     return next((p for name in STUNNEL_NAMES if (p := shutil.which(name))), None)
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+def _openssl(*args: str, cwd: Path, stdin: str | None = None) -> None:
+    """openssl with `args`; a password goes through `stdin`, never the command line (which
+    every user of the machine reads in /proc/*/cmdline)."""
+    subprocess.run(
+        ["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60, input=stdin,
+        text=stdin is not None,
+    )  # fmt: skip
 
 
 def make_tls_files(directory: Path, password: str) -> TlsFiles:
@@ -101,8 +106,9 @@ def make_tls_files(directory: Path, password: str) -> TlsFiles:
     _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.pem",
              cwd=d)  # fmt: skip
-    _openssl("req", "-newkey", "rsa:2048", "-subj", "/CN=streaming-app", "-passout",
-             f"pass:{password}", "-keyout", "client.key", "-out", "client.csr", cwd=d)  # fmt: skip
+    _openssl("req", "-newkey", "rsa:2048", "-subj", "/CN=streaming-app", "-passout", "stdin",
+             "-keyout", "client.key", "-out", "client.csr",
+             cwd=d, stdin=password + "\n")  # fmt: skip
     _openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "2", "-out", "client.pem", cwd=d)  # fmt: skip
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",

@@ -179,7 +179,9 @@ def test_each_way_the_secret_reaches_the_driver_works_on_its_own(
     # driver gets it one way at a time, with a conf directory that has no spark-env.sh and
     # no secret in its spark-defaults.conf: the file alone (no _SPARK_AUTH_SECRET in its
     # environment), then Spark's variable alone (no file). A way that did not reach Spark
-    # would leave it the placeholder, which the master refuses (test_secret_errors.py).
+    # would leave the driver with another secret than the file's, which verify_resolved
+    # refuses in one line, exit 2 (tests/unit/lifecycle/test_spark_secret.py::
+    # test_the_secret_spark_takes_is_checked_after_the_start), and the run would fail.
     # (spark-defaults.conf alone: the first run of the test above.)
     secret = f"alone-{secrets.token_hex(16)}"
     confs = tmp_path / "confs"

@@ -84,3 +84,42 @@ def test_the_docs_pages_named_in_the_code_exist() -> None:
     assert named, "the code names no docs page"
     for name in named:
         assert (ROOT / name).is_file(), name
+
+
+# A test named in the docs: `tests/<path>.py`, maybe `::test_name[...]`, or a bare
+# `test_<name>.py` (a file under tests/).
+TEST_PATH = re.compile(r"\b(tests/[\w/]+\.py)(?:::(\w+))?")
+TEST_FILE = re.compile(r"(?<![\w/])(test_\w+\.py)\b")
+
+
+def missing_tests(text: str) -> list[str]:
+    """The tests `text` names that are not in the checkout: a file that is not there, a
+    test function its file does not define, a bare file name no file under tests/ has."""
+    missing = []
+    for path, name in TEST_PATH.findall(text):
+        file = ROOT / path
+        if not file.is_file():
+            missing.append(path)
+        elif name and not re.search(rf"^\s*(async )?def {name}\(", file.read_text(), re.M):
+            missing.append(f"{path}::{name}")
+    names = {p.name for p in (ROOT / "tests").rglob("test_*.py")}
+    missing += sorted({f for f in TEST_FILE.findall(text) if f not in names})
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_test_the_docs_name_exists(page: Path) -> None:
+    assert not missing_tests(page.read_text(encoding="utf-8"))
+
+
+def test_the_test_reference_check_finds_what_is_gone() -> None:
+    # The positive control: the references of docs/security.md before issue 57.
+    assert missing_tests(
+        "`tests/unit/recovery/test_secret_scrub.py`; "
+        "`tests/unit/tools/test_secret_scrub.py::test_that_was_renamed`; `test_gone.py`; "
+        "`tests/unit/tools/test_secret_scrub.py::test_a_runs_own_placeholder_is_no_secret_and_is_left_alone`"
+    ) == [
+        "tests/unit/recovery/test_secret_scrub.py",
+        "tests/unit/tools/test_secret_scrub.py::test_that_was_renamed",
+        "test_gone.py",
+    ]
