@@ -9,8 +9,11 @@
 #              --py-files: the driver's file server hands it to any host that asks;
 #   installed  the workers' Python (PYSPARK_PYTHON) has the app installed: nothing is
 #              shipped, and the executors fork their workers from the app's daemon.
-# The default: installed on a secured cluster (STREAMING_APP_SPARK_SECRET_FILE set, or
-# spark.authenticate true in $SPARK_CONF_DIR/spark-defaults.conf), zip otherwise.
+# The default: installed on a secured cluster (authentication on by any of its ways:
+# spark_secret_file from --spark-secret-file, the config file or
+# STREAMING_APP_SPARK_SECRET_FILE; spark.authenticate true in --spark-conf, spark-submit's
+# --conf or --properties-file, or $SPARK_CONF_DIR/spark-defaults.conf), zip otherwise
+# (streaming_app/cli/submit_plan.py decides, and says why).
 # Python apps cannot use standalone cluster deploy mode, so the driver runs here;
 # supervise it from outside.
 # A secured cluster (docs/security.md): SPARK_CONF_DIR=conf/secure and
@@ -26,14 +29,12 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do submit_args+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 
 export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf}"
-secured() {
-    [ -n "${STREAMING_APP_SPARK_SECRET_FILE:-}" ] && return 0
-    grep -Eqs '^[[:space:]]*spark\.authenticate[[:space:]=]+true[[:space:]]*$' \
-        "$SPARK_CONF_DIR/spark-defaults.conf"
-}
 code="${STREAMING_APP_CODE:-}"
 if [ -z "$code" ]; then
-    if secured; then code=installed; else code=zip; fi
+    # Secured however authentication is turned on (the flag, the config file, the
+    # environment, --conf, spark-defaults.conf), read as the app reads it: installed.
+    code="$("$VENV/bin/python" -m streaming_app.cli.submit_plan \
+        ${submit_args[@]+"${submit_args[@]}"} -- "$@")" || exit $?
 fi
 ship=()
 case "$code" in
