@@ -8,6 +8,15 @@
 # spaces around it, and may not be empty. The Python that runs it: STREAMING_APP_PYTHON,
 # else PYSPARK_PYTHON, else python3; it must have the app installed (the workers' Python
 # does, for the app's worker daemon); without it the daemon refuses to start.
+
+# The web UIs (the master's 8080, a worker's 8081, the driver's 4040) authenticate nobody, and
+# Spark binds them to SPARK_LOCAL_IP, else to every address (WebUI.bind, Spark 4.3): loopback
+# here keeps them from other hosts; an operator reaches them through an SSH tunnel or an
+# authenticating proxy on the host (docs/security.md). Spark's RPC stays where it was told:
+# the master and each worker bind their --host, the driver its spark.driver.host, and an
+# executor its worker's; so give each of them (unset, each takes SPARK_LOCAL_IP's loopback).
+# A SPARK_LOCAL_IP of yours is kept: 0.0.0.0 or an address opens the UIs there, on purpose.
+SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
 if [ -n "${STREAMING_APP_SPARK_SECRET_FILE:-}" ]; then
     _sa_python="${STREAMING_APP_PYTHON:-${PYSPARK_PYTHON:-python3}}"
     if ! "$_sa_python" -c 'import streaming_app.lifecycle.secret_file' 2>/dev/null; then

@@ -20,6 +20,7 @@ from typing import Any
 
 from streaming_app.common.jvm_locale import EXECUTOR_LOCALE, check_file_names
 from streaming_app.errors import ConfigError
+from streaming_app.lifecycle.driver_address import check_driver_address
 from streaming_app.lifecycle.rest_server import warn_open_rest_server
 from streaming_app.lifecycle.spark_secret import (
     SECRET_KEY,
@@ -93,7 +94,8 @@ def spark_context(
     """Get or create the SparkContext with today's settings (resolve_settings); returns it.
 
     Raises ConfigError (exit 2) for a secret that cannot be used (spark_secret.secure_conf),
-    and for the files source on a driver JVM that does not decode file names as UTF-8.
+    for the files source on a driver JVM that does not decode file names as UTF-8, and for a
+    cluster driver that would advertise loopback (driver_address.check_driver_address).
     """
     from pyspark import SparkConf, SparkContext
 
@@ -110,7 +112,12 @@ def spark_context(
     secret = secure_conf(conf, config.spark_secret_file)
     if secret is not None:
         hold_secret(SparkContext._jvm, secret)
-    warn_open_rest_server(str(conf.get("spark.master", config.master)), dict(conf.getAll()))
+    master = str(conf.get("spark.master", config.master))
+    # The JVM's own environment: conf/secure/spark-env.sh sets it there, under spark-submit.
+    jvm: Any = SparkContext._jvm
+    local_ip = jvm.java.lang.System.getenv("SPARK_LOCAL_IP")
+    check_driver_address(master, dict(conf.getAll()), local_ip)
+    warn_open_rest_server(master, dict(conf.getAll()))
     sc = SparkContext.getOrCreate(conf)
     if secret is not None:
         try:

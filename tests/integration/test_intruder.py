@@ -6,8 +6,11 @@ the driver running the app with `scripts/submit.sh`, `conf/secure` and the secre
 an intruder with no secret. While the app counts exactly, on either engine, the intruder
 tries: an application on the master with no secret and with a wrong one; a driver through
 the REST submission server (port 6066) and through the master's RPC port (`spark-submit
---deploy-mode cluster`); the master UI's kill and the driver UI's job and stage kill
-links; the driver's RPC file server, which Spark does not protect, for every file the
+--deploy-mode cluster`); a page of the master's, the worker's and the driver's web UIs
+(issue 57, item 5: conf/secure/spark-env.sh keeps them on loopback), whose positive control
+is the same request on each host's own loopback, where an operator's SSH tunnel or proxy
+arrives; from there, the master UI's kill and the driver UI's job and stage kill links;
+the driver's RPC file server, which Spark does not protect, for every file the
 driver's UI lists and the code zip that `submit.sh` ships on an unsecured cluster (a
 secured one's workers import the app installed in their Python: the driver serves
 nothing), and, the same probe's positive control, a file that a file server on the
@@ -40,7 +43,12 @@ from typing import Any
 import pytest
 
 from tests.integration.cluster_helpers import ROOT, SPARK_HOME, SubmittedApp
-from tests.integration.cluster_hosts import MASTER_PORT, WORKER_UI_PORT, HostCluster
+from tests.integration.cluster_hosts import (
+    MASTER_PORT,
+    MASTER_UI_PORT,
+    WORKER_UI_PORT,
+    HostCluster,
+)
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, truth, wait_for_totals
 from tests.integration.intruder import parse_kill_forms
@@ -138,6 +146,24 @@ def served_paths(environment: Any) -> list[str]:
     return sorted(set(re.findall(r"spark://[^/\s,]+/((?:files|jars)/[^\s,]+)", " ".join(entries))))
 
 
+def ui_pages(
+    intruder: Intruder, operators: dict[str, Intruder], pages: dict[str, tuple[int, str]]
+) -> dict[str, dict[str, Any]]:
+    """Each UI page asked for by the intruder at its host's address, and by an operator on
+    that host's loopback (the control: where a tunnel or a proxy on the host arrives)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for name, (port, path) in pages.items():
+        host = operators[name].host
+        got = intruder.now("http", "GET", f"http://{host.address}:{port}{path}")
+        local = operators[name].now("http", "GET", f"http://127.0.0.1:{port}{path}")
+        seen[name] = {
+            "intruder": got.get("status", got.get("error")),
+            "intruder_connect": intruder.now("connect", host.address, str(port))["connect"],
+            "operator": local.get("status", local.get("error")),
+        }
+    return seen
+
+
 def scrape_checks(
     prometheus: Prometheus, intruder: Intruder, metrics_url: str, texts: list[str], workdir: Path
 ) -> dict[str, Any]:
@@ -182,8 +208,9 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
 ) -> None:
     hosts, cluster, secret = site.hosts, site.cluster, site.secret
     master, driver = hosts["master"].address, hosts["driver"].address
-    master_ui = f"http://{master}:{cluster.master_ui}"
-    driver_ui = f"http://{driver}:{UI_PORT[engine]}"
+    # The UIs as the operator reaches them: each host's loopback (conf/secure/spark-env.sh).
+    master_ui = f"http://127.0.0.1:{cluster.master_ui}"
+    driver_ui = f"http://127.0.0.1:{UI_PORT[engine]}"
     dirs = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
     dirs["input"].mkdir()
     rng = random.Random(39)
@@ -232,6 +259,9 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     # The fetch's positive control: on the driver's host, Spark's file server with no
     # secret serving a file, as an unsecured driver serves its --py-files zip.
     on_driver = Intruder(hosts["driver"], tmp_path)
+    # The operator on each host, as an SSH tunnel or a proxy there reaches its UI: no secret.
+    operators = {"driver": on_driver}
+    operators.update({name: Intruder(hosts[name], tmp_path) for name in ("master", "worker")})
     control_file = tmp_path / "served-control.txt"
     control_file.write_bytes(secrets.token_hex(16).encode())
     on_driver.start("control-server", "serve", driver, str(CONTROL_PORT), str(control_file), "900")
@@ -258,14 +288,27 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             rest = intruder.now("connect", master, str(REST_PORT))
             rpc = intruder.now("connect", master, str(MASTER_PORT))  # the control
 
-            # (d): the master UI's kill and the driver UI's kill links.
-            master_kill = intruder.now("kill-app", master_ui, app_id)
+            # (h): no UI page for the intruder; the same pages on each host's loopback.
+            assert cluster.master_ui == MASTER_UI_PORT, cluster.master_ui
+            pages = ui_pages(
+                intruder,
+                operators,
+                {
+                    "master": (MASTER_UI_PORT, "/json/"),
+                    "worker": (WORKER_UI_PORT, "/json/"),
+                    "driver": (UI_PORT[engine], f"/api/v1/applications/{app_id}/environment"),
+                },
+            )
+
+            # (d): the master UI's kill and the driver UI's kill links, tried from where the
+            # UIs answer (whoever reaches them there has no kill either).
+            master_kill = operators["master"].now("kill-app", master_ui, app_id)
 
             # (e): the driver's environment, then every file its file server hands out (in
             # the background, while the intruder tries the kill links).
             environment_file = tmp_path / "intruder-environment.json"
             env_api = f"{driver_ui}/api/v1/applications/{app_id}/environment"
-            env_got = intruder.now("http", "GET", env_api, "--save", str(environment_file))
+            env_got = on_driver.now("http", "GET", env_api, "--save", str(environment_file))
             served = served_paths(json.loads(environment_file.read_text()))
             guesses = [
                 f"files/{site.secret_file.name}",
@@ -277,22 +320,23 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             control_uri = on_driver.first_json("control-server", timeout=120)["uri"]
             probes = [*served, *guesses, control_uri]
             intruder.start("fetch", "fetch", driver_rpc, str(fetched_dir), *probes)
-            kills = intruder.now("kill-ui", driver_ui, "10", timeout=200)
+            kills = on_driver.now("kill-ui", driver_ui, "10", timeout=200)
             page_file = tmp_path / "intruder-environment.html"
-            page = intruder.now(
+            page = on_driver.now(
                 "http", "GET", f"{driver_ui}/environment/", "--save", str(page_file)
             )
-            # What the master's and the worker's UIs show anyone: the cluster, the executor's log.
+            # What the master's and the worker's UIs show whoever reaches them: the cluster,
+            # the executor's log.
             seen_dir = tmp_path / "intruder-seen"
             seen_dir.mkdir()
-            log_page = f"http://{hosts['worker'].address}:{WORKER_UI_PORT}/logPage/"
+            log_page = f"http://127.0.0.1:{WORKER_UI_PORT}/logPage/"
             log_page += f"?appId={app_id}&executorId=0&logType="
-            for name, url in {
-                "master.json": f"{master_ui}/json/",
-                "executor-stderr.html": f"{log_page}stderr",
-                "executor-stdout.html": f"{log_page}stdout",
+            for name, (reader, url) in {
+                "master.json": (operators["master"], f"{master_ui}/json/"),
+                "executor-stderr.html": (operators["worker"], f"{log_page}stderr"),
+                "executor-stdout.html": (operators["worker"], f"{log_page}stdout"),
             }.items():
-                got = intruder.now("http", "GET", url, "--save", str(seen_dir / name))
+                got = reader.now("http", "GET", url, "--save", str(seen_dir / name))
                 assert got.get("status") == 200, (url, got)
             fetched = intruder.result("fetch", timeout=120)
 
@@ -306,7 +350,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
             state = cluster.master_json()
             jobs_file = tmp_path / "jobs.json"
             jobs_api = f"{driver_ui}/api/v1/applications/{app_id}/jobs"
-            assert intruder.now("http", "GET", jobs_api, "--save", str(jobs_file))["status"] == 200
+            assert on_driver.now("http", "GET", jobs_api, "--save", str(jobs_file))["status"] == 200
             # (g): what Prometheus scraped from the driver's endpoint, and the text itself.
             scraped = scrape_checks(prometheus, intruder, metrics_url, texts, tmp_path)
             assert app.terminate(timeout=150) == 0, app.log()[-4000:]
@@ -324,6 +368,7 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
         "wrong secret": wrong_secret,
         "cluster submit": (submit_code, submit_out[-1500:]),
         "rest": rest,
+        "ui pages": pages,
         "master kill": master_kill,
         "kill links": kills,
         "fetched": fetched,
@@ -346,6 +391,12 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     drivers = state.get("activedrivers", []) + state.get("completeddrivers", [])
     assert drivers == [], drivers
     assert "Driver submitted" not in cluster.master_log.read_text(), cluster.logs()
+    # (h): the intruder's host gets no page of any UI (its connection refused: they listen on
+    # their hosts' loopback), while each host's loopback shows it (the operator's way in).
+    for name, seen in pages.items():
+        assert seen["operator"] == 200, (name, pages)
+        assert seen["intruder_connect"] == "refused", (name, pages)
+        assert "Connection refused" in str(seen["intruder"]), (name, pages)
     # (d): no kill did anything: the app is the one that started, it ran every batch, no
     # job of it failed, and its totals were exact after the kills.
     assert [a["id"] for a in state["activeapps"]] == [app_id], state["activeapps"]
@@ -378,11 +429,11 @@ def test_a_host_without_the_secret_gets_nothing_while_the_app_counts_exactly(
     assert scraped["info"]["engine"] == engine, scraped
     assert scraped["instance"] == f"{driver}:{METRICS_PORT[engine]}", scraped
     assert find_secrets([tmp_path / "scraped"], [secret, *passwords.values()]) == []
-    # (f): nothing readable on the wire; the capture did see the intruder's plain HTTP.
-    # It saw the intruder's plain HTTP, and the Spark RPC of the driver (tasks and their
+    # (f): nothing readable on the wire; the capture did see the intruder's plain HTTP (its
+    # read of the driver's /metrics). It saw that, and the Spark RPC of the driver (tasks and their
     # results, 0.7-2 MB a run) and of the master. The worker's port has none: the worker
     # keeps the connection it opened to the master.
-    assert b"/api/v1/applications" in pcap, "the capture saw none of the intruder's requests"
+    assert b"GET /metrics" in pcap, "the capture saw none of the intruder's requests"
     carried = tcp_payload_by_port(pcap)
     assert carried[DRIVER_PORT[engine]] > 0, carried.most_common(10)
     assert carried[MASTER_PORT] > 0, carried.most_common(10)

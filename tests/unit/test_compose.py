@@ -292,6 +292,18 @@ def test_ports_are_published_on_loopback_only() -> None:
                 )
 
 
+def test_the_published_uis_listen_where_docker_forwards() -> None:
+    """conf/secure/spark-env.sh keeps the UIs on loopback unless SPARK_LOCAL_IP is set; in a
+    container that is the container's own, which Docker's published port never reaches."""
+    spark_env = (ROOT / "conf" / "secure" / "spark-env.sh").read_text("utf-8")
+    assert 'SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"' in spark_env
+    for name in SECURED:
+        service = SERVICES[name]
+        assert service.get("ports"), f"{name}: publishes no UI"
+        said = service["environment"].get("SPARK_LOCAL_IP")
+        assert said == "0.0.0.0", f"{name}: its UI on the container's loopback ({said})"
+
+
 def test_the_netcat_demo_is_behind_a_profile() -> None:
     default = {name for name, service in SERVICES.items() if not service.get("profiles")}
     assert default == DEFAULT_SERVICES, f"`docker compose up` would start {sorted(default)}"
