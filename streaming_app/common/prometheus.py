@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming_app.common.metrics_record import BatchMetrics
-from streaming_app.common.scrapers import DEFAULT_LINGER_SECONDS, Scrapers, scraper_of
+from streaming_app.common.scrapers import (
+    DEFAULT_LINGER_SECONDS,
+    Scrapers,
+    is_server,
+    scraper_of,
+)
 from streaming_app.errors import ConfigError, StopRequestedError
 
 log = logging.getLogger(__name__)
@@ -386,7 +391,7 @@ class Endpoint:
         saw_stop = self.scrapers.stopping  # before the body: then it serves stopping 1
         body = self._metrics_app(environ, start_response)
         if path == "/metrics":
-            self.scrapers.scraped(scraper_of(environ), saw_stop)
+            self.scrapers.scraped(scraper_of(environ), saw_stop, is_server(environ))
         return body
 
     def begin_stop(self) -> None:

@@ -11,7 +11,10 @@ scrape (a scraper that misses that is gone), and all within `metrics_linger_seco
 A scraper is told apart by what its requests carry: the remote address, the User-Agent
 (`Prometheus/2.42.0`) and the query string. Two servers on one host, of one version, look
 alike unless each adds a parameter of its own (`params: {replica: [a]}` in its scrape
-configuration; docs/metrics.md). Times are the injected clock's (monotonic seconds).
+configuration; docs/metrics.md). Only scraping servers are waited for: their requests carry
+the header X-Prometheus-Scrape-Timeout-Seconds (Prometheus, and the agents built on its
+scrape code or compatible with it: Grafana Agent, vmagent); a person with curl or a
+script is not. Times are the injected clock's (monotonic seconds).
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ class Scraper:
     user_agent: str
     query: str
 
-    def is_prometheus(self) -> bool:
-        """Whether it says it is a Prometheus server (its User-Agent)."""
-        return self.user_agent.startswith("Prometheus/")
-
     def __str__(self) -> str:
         query = f"?{self.query}" if self.query else ""
         return f"{self.address} {self.user_agent or '-'}{query}"
+
+
+def is_server(environ: Mapping[str, Any]) -> bool:
+    """Whether a WSGI request comes from a scraping server (its scrape timeout header)."""
+    return "HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS" in environ
 
 
 def scraper_of(environ: Mapping[str, Any]) -> Scraper:
@@ -67,6 +71,7 @@ class _Seen:
     last: float  # when it last scraped
     gaps: tuple[float, ...] = ()  # seconds between its last GAPS_KEPT + 1 scrapes
     saw_stop: bool = False  # a scrape of it served streaming_app_stopping 1
+    server: bool = True  # it says it is a scraping server (waited for at a stop)
 
     @property
     def every(self) -> float | None:
@@ -90,8 +95,9 @@ class Scrapers:
         """Whether a stop that was asked for began (read before a scrape builds its body)."""
         return self._stopping_at is not None
 
-    def scraped(self, scraper: Scraper, saw_stop: bool) -> None:
-        """`scraper` scraped /metrics now; `saw_stop`: the body served the stop."""
+    def scraped(self, scraper: Scraper, saw_stop: bool, server: bool = True) -> None:
+        """`scraper` scraped /metrics now; `saw_stop`: the body served the stop; `server`:
+        the request says it comes from a scraping server (is_server)."""
         now = self._clock()
         with self._changed:
             seen = self._seen.pop(scraper, None)
@@ -100,6 +106,7 @@ class Scrapers:
             else:
                 seen.gaps, seen.last = (*seen.gaps, now - seen.last)[-GAPS_KEPT:], now
             seen.saw_stop = seen.saw_stop or saw_stop
+            seen.server = server
             self._seen[scraper] = seen  # the newest last: the oldest are first to forget
             self._forget(now)
             self._changed.notify_all()
@@ -118,21 +125,20 @@ class Scrapers:
                 self._stopping_at = self._clock()
 
     def _expected(self, now: float, most: float) -> dict[Scraper, float]:
-        """The scrapers still to read the stop, each with when to give up on it (under the
-        lock): seen within SEEN_SECONDS, and either scraped twice (its interval known: two
-        of them and SLACK_SECONDS after its last scrape) or a Prometheus seen once (until
-        `most` after the stop began). A client that fetched /metrics once, a person with
-        curl, is not waited for."""
+        """The scraping servers still to read the stop, each with when to give up on it
+        (under the lock): seen within SEEN_SECONDS; scraped twice or more, until two of its
+        intervals and SLACK_SECONDS after its last scrape; seen once (its interval not
+        known yet), until `most` after the stop began."""
         if self._stopping_at is None:
             return {}
         bound = self._stopping_at + most
         expected = {}
         for scraper, seen in self._seen.items():
-            if seen.saw_stop or now - seen.last > SEEN_SECONDS:
+            if seen.saw_stop or not seen.server or now - seen.last > SEEN_SECONDS:
                 continue
             if seen.every is not None:
                 expected[scraper] = min(bound, seen.last + 2 * seen.every + SLACK_SECONDS)
-            elif scraper.is_prometheus():
+            else:
                 expected[scraper] = bound
         return {s: until for s, until in expected.items() if until > now}
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from streaming_app.common.prometheus import Endpoint
 from streaming_app.common.scrapers import (
@@ -31,13 +34,45 @@ class FakeClock:
         return self.now
 
 
-def scrape(port: int, query: str = "", agent: str = PROMETHEUS) -> str:
-    """One scrape of /metrics as `agent` with `query`; the body."""
+def scrape(port: int, query: str = "", server: bool = True) -> str:
+    """One scrape of /metrics with `query`, as a Prometheus server sends it (or not); the
+    body."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     url = f"http://127.0.0.1:{port}/metrics" + (f"?{query}" if query else "")
-    request = urllib.request.Request(url, headers={"User-Agent": agent})
+    headers = {"User-Agent": PROMETHEUS, "X-Prometheus-Scrape-Timeout-Seconds": "10"}
+    request = urllib.request.Request(url, headers=headers if server else {})
     with opener.open(request, timeout=10) as response:
         return str(response.read().decode())
+
+
+@contextmanager
+def scraped_twice(*queries: str, every: float = 30, script: str = "") -> Iterator[Served]:
+    """A serving endpoint on a fake clock that each of `queries` scraped twice, `every`
+    seconds apart, as a scraping server (a `script` query as a script), then a stop began;
+    closed after."""
+    clock = FakeClock()
+    endpoint = Endpoint(INFO, clock=clock)
+    port = endpoint.serve("127.0.0.1", 0)
+    try:
+        for _ in range(2):
+            for query in queries:
+                scrape(port, query, server=not script or query != script)
+            clock.now += every
+        endpoint.begin_stop()
+        yield Served(endpoint, port, clock)
+    finally:
+        endpoint.close()
+
+
+@dataclass
+class Served:
+    endpoint: Endpoint
+    port: int
+    clock: FakeClock
+
+    def waiting_for(self) -> list[str]:
+        """The query strings of the scrapers a stop still waits for."""
+        return [s.query for s in self.endpoint.scrapers.waiting_for(DEFAULT_LINGER_SECONDS)]
 
 
 def test_a_scraper_is_its_address_user_agent_and_query_string() -> None:
@@ -88,11 +123,12 @@ def test_a_scrape_that_served_stopping_0_is_not_a_reading_of_the_stop() -> None:
     assert scrapers.waiting_for(10.0) == [A]
 
 
-def test_no_linger_for_a_client_seen_once_nor_for_scrapers_gone_but_for_a_prometheus() -> None:
+def test_no_linger_for_a_client_nor_for_a_server_gone_but_for_a_server_seen_once() -> None:
     clock = FakeClock()
     scrapers = Scrapers(clock)
     curl = Scraper("127.0.0.1", "curl/8.0", "")
-    scrapers.scraped(curl, saw_stop=False)  # a person looked once: not waited for
+    for _ in range(2):  # a person looked twice: no scraping server, not waited for
+        scrapers.scraped(curl, saw_stop=False, server=False)
     gone = Scraper("10.0.0.9", PROMETHEUS, "")
     scrapers.scraped(gone, saw_stop=False)
     clock.now += 15
@@ -101,8 +137,8 @@ def test_no_linger_for_a_client_seen_once_nor_for_scrapers_gone_but_for_a_promet
     scrapers.begin_stop()
     assert scrapers.linger_seconds(DEFAULT_LINGER_SECONDS) == 0  # it missed two scrapes
     assert scrapers.linger(DEFAULT_LINGER_SECONDS) is True
-    # A Prometheus seen once (the app started less than an interval ago) is waited for,
-    # to the bound: its interval is not known yet.
+    # A server seen once (the app started less than an interval ago) is waited for, to
+    # the bound: its interval is not known yet.
     fresh = Scraper("10.0.0.7", PROMETHEUS, "")
     scrapers.scraped(fresh, saw_stop=False)
     assert scrapers.waiting_for(DEFAULT_LINGER_SECONDS) == [fresh]
@@ -124,47 +160,30 @@ def test_scrapers_remembered_are_bounded() -> None:
 
 
 def test_two_servers_on_one_host_are_told_apart_by_their_params_and_each_must_read_it() -> None:
-    clock = FakeClock()
-    served = Endpoint(INFO, clock=clock)
-    port = served.serve("127.0.0.1", 0)
-    try:
-        for _ in range(2):
-            scrape(port, "replica=a")
-            scrape(port, "replica=b")
-            clock.now += 30
-        served.begin_stop()
-        assert len(served.scrapers.waiting_for(DEFAULT_LINGER_SECONDS)) == 2
-        assert "streaming_app_stopping 1.0" in scrape(port, "replica=a")
-        assert [s.query for s in served.scrapers.waiting_for(DEFAULT_LINGER_SECONDS)] == [
-            "replica=b"
-        ]
+    with scraped_twice("replica=a", "replica=b") as served:
+        assert served.waiting_for() == ["replica=a", "replica=b"]
+        assert "streaming_app_stopping 1.0" in scrape(served.port, "replica=a")
+        assert served.waiting_for() == ["replica=b"]
         # The wait ends when the second server's scrape has read the stop, and not before.
-        clock.now += 30.5  # b is given up 61 s after its last scrape: 0.5 s left
-        assert served.linger(DEFAULT_LINGER_SECONDS) is False
-        clock.now -= 30.5
+        served.clock.now += 30.5  # b is given up 61 s after its last scrape: 0.5 s left
+        assert served.endpoint.linger(DEFAULT_LINGER_SECONDS) is False
+        served.clock.now -= 30.5
         bodies: list[str] = []
-        later = threading.Thread(target=lambda: bodies.append(scrape(port, "replica=b")))
+        later = threading.Thread(target=lambda: bodies.append(scrape(served.port, "replica=b")))
         later.start()  # the second server's next scrape, during (or before) the wait
-        assert served.linger(DEFAULT_LINGER_SECONDS) is True
+        assert served.endpoint.linger(DEFAULT_LINGER_SECONDS) is True
         later.join(timeout=30)
         assert "streaming_app_stopping 1.0" in bodies[0]
-    finally:
-        served.close()
+
+
+def test_only_scraping_servers_are_waited_for_by_the_endpoint() -> None:
+    with scraped_twice("by=a-script", "by=prometheus", every=15, script="by=a-script") as served:
+        assert served.waiting_for() == ["by=prometheus"]
 
 
 def test_without_params_two_servers_on_one_host_are_one_scraper() -> None:
-    clock = FakeClock()
-    served = Endpoint(INFO, clock=clock)
-    port = served.serve("127.0.0.1", 0)
-    try:
-        for _ in range(2):
-            scrape(port)
-            scrape(port)
-            clock.now += 30
-        served.begin_stop()
+    with scraped_twice("", "") as served:
         # One scraper, whose interval is the longest gap between the scrapes: 30 s.
-        assert len(served.scrapers.waiting_for(DEFAULT_LINGER_SECONDS)) == 1
-        scrape(port)  # either server's scrape ends the wait: the other may miss the stop
-        assert served.linger(DEFAULT_LINGER_SECONDS) is True
-    finally:
-        served.close()
+        assert served.waiting_for() == [""]
+        scrape(served.port)  # either server's scrape ends the wait: the other may miss it
+        assert served.endpoint.linger(DEFAULT_LINGER_SECONDS) is True
