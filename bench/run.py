@@ -58,6 +58,7 @@ COMMANDS = {
     "memory-run": "bench.state.memory_run",
     "peer": "bench.peers.peer",
     "profile": "bench.throughput.profile_run",
+    "rule-cost": "bench.costs.rule_cost",
     "sink-pass": "bench.throughput.sink_pass",
     "small-state": "bench.throughput.small_state",
     "structured-floor": "bench.peers.structured_floor",

@@ -44,7 +44,13 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "restore_from_snapshot", "snapshot_interval", "snapshot_dir", "snapshot_keep",
         "state_buckets",
     ),
-    "Metrics": ("metrics_file", "metrics_port", "metrics_host", "progress"),
+    "Metrics": (
+        "metrics_file",
+        "metrics_port",
+        "metrics_host",
+        "metrics_linger_seconds",
+        "progress",
+    ),
     "Cluster and security": ("master", "allow_local_checkpoint", "spark_secret_file", "spark_conf"),
     "Run and logging": ("config_file", "duration", "stop_timeout", "log_level"),
 }  # fmt: skip
@@ -149,6 +155,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _option("metrics_file", metavar="FILE"),
             _option("metrics_port", metavar="PORT"),
             _option("metrics_host", metavar="ADDRESS"),
+            _option("metrics_linger_seconds", metavar="SECONDS"),
             click.option(
                 "--progress/--no-progress",
                 "progress",

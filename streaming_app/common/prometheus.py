@@ -21,6 +21,12 @@ from typing import Any
 from streaming_app.common.kafka_lag import KafkaLag
 from streaming_app.common.kafka_lag import PartitionPosition as PartitionPosition
 from streaming_app.common.metrics_record import BatchMetrics
+from streaming_app.common.scrapers import (
+    DEFAULT_LINGER_SECONDS,
+    Scrapers,
+    is_server,
+    scraper_of,
+)
 from streaming_app.errors import ConfigError, StopRequestedError
 
 log = logging.getLogger(__name__)
@@ -40,10 +46,6 @@ ALWAYS_FAILABLE = ("snapshot", "checkpoint", "batch")
 # `/healthz` fails once the driver's loop (a wait of POLL_SECONDS on the stream) has not
 # come round for this long: a frozen JVM, a deadlocked driver.
 ALIVE_SECONDS = 30.0
-# After a stop that was asked for, the port stays open until a scrape has seen
-# `streaming_app_stopping 1`, at most this long after the stop began: two scrape
-# intervals of prometheus.yml's 5 s, within docker-compose's 10 s stop timeout.
-LINGER_SECONDS = 10.0
 
 
 class LateGauge:
@@ -216,10 +218,7 @@ class Endpoint:
         self._lock = threading.Lock()
         self._beat: float | None = None  # monotonic: the driver's loop last came round
         self._ready = False
-        self._stopping_at: float | None = None  # monotonic: when the stop began
-        self._scraped = threading.Event()  # a /metrics request came after the stop began
-        self._last_scrape: float | None = None  # monotonic: the last /metrics request
-        self._scrape_every: float | None = None  # seconds between the last two
+        self.scrapers = Scrapers(clock)  # who scrapes /metrics; the stop's linger
 
     def succeeded(self, operation: str, seconds: float) -> None:
         """An operation (`snapshot`, `commit`) succeeded after `seconds`."""
@@ -297,44 +296,30 @@ class Endpoint:
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [(text + "\n").encode()]
+        saw_stop = self.scrapers.stopping  # before the body: then it serves stopping 1
         body = self._metrics_app(environ, start_response)
         if path == "/metrics":
-            now = self._clock()
-            if self._last_scrape is not None:
-                self._scrape_every = now - self._last_scrape
-            self._last_scrape = now
-            if self._stopping_at is not None:
-                self._scraped.set()
+            self.scrapers.scraped(scraper_of(environ), saw_stop, is_server(environ))
         return body
 
     def begin_stop(self) -> None:
         """A stop the app was asked for began: served as `streaming_app_stopping 1`."""
-        if self._stopping_at is None:
-            self._stopping_at = self._clock()
+        if not self.scrapers.stopping:
             self.stopping.set(1)
+            self.scrapers.begin_stop()
 
     def linger(self, most: float) -> bool:
-        """Before the port closes after a stop that was asked for: wait until a scrape has
-        read `streaming_app_stopping 1`, so that Prometheus knows the driver's
-        disappearance is intended (alerts.yml); at most linger_seconds(most). Whether a
-        scrape has seen the stop."""
-        left = self.linger_seconds(most)
+        """Before the port closes after a stop that was asked for: wait until every scraper
+        seen lately has read `streaming_app_stopping 1`, so that each Prometheus knows the
+        driver's disappearance is intended (alerts.yml); at most `most` seconds after the
+        stop began (common/scrapers.py). Whether all did."""
+        if self._server is None:
+            return True
+        left = self.scrapers.linger_seconds(most)
         if left > 0:
-            log.info("waiting up to %.0f s for a last scrape of the metrics", left)
-            self._scraped.wait(left)
-        return self._scraped.is_set()
-
-    def linger_seconds(self, most: float) -> float:
-        """How long linger waits from now: until `most` seconds, and two of the intervals
-        seen between scrapes and a second, have passed since the stop began. Not at all
-        when no stop was asked for (a crash), nothing scraped the port twice (no Prometheus
-        watches it), or a scrape has seen the stop already."""
-        if self._stopping_at is None or self._server is None or self._scrape_every is None:
-            return 0.0
-        if self._scraped.is_set():
-            return 0.0
-        most = min(most, 2 * self._scrape_every + 1)
-        return max(0.0, most - (self._clock() - self._stopping_at))
+            waiting = ", ".join(str(s) for s in self.scrapers.waiting_for(most))
+            log.info("waiting up to %.0f s for a last scrape of the metrics by %s", left, waiting)
+        return self.scrapers.linger(most)
 
     def serve(self, host: str, port: int) -> int:
         """Serve `/metrics`, `/healthz` and `/readyz` on host:port (0: a free port);
@@ -464,11 +449,11 @@ def begin_stop() -> None:
         served.begin_stop()
 
 
-def stop_endpoint() -> None:
-    """Stop serving (the run ends); after a stop that was asked for, once a scrape has
-    seen it (at most LINGER_SECONDS after the stop began)."""
+def stop_endpoint(linger: float = DEFAULT_LINGER_SECONDS) -> None:
+    """Stop serving (the run ends); after a stop that was asked for, once every scraper
+    seen lately has read it (at most `linger` seconds after the stop began)."""
     global _ENDPOINT
     if _ENDPOINT is not None:
-        _ENDPOINT.linger(LINGER_SECONDS)
+        _ENDPOINT.linger(linger)
         _ENDPOINT.close()
         _ENDPOINT = None

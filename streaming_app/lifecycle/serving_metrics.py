@@ -56,4 +56,4 @@ def serving_metrics(config: AppConfig) -> Iterator[None]:
     finally:
         if watch is not None:
             watch.stop()
-        stop_endpoint()
+        stop_endpoint(config.metrics_linger_seconds)

@@ -57,6 +57,16 @@ def parse_optional_seconds(raw: str) -> float | None:
     return parse_seconds(raw) if raw.strip() else None
 
 
+def parse_seconds_or_zero(raw: str) -> float:
+    """A number of seconds, or 0 (none at all)."""
+    if raw.strip() in ("0", "0.0"):
+        return 0.0
+    try:
+        return parse_seconds(raw)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("a positive number", "0 or a positive number")) from None
+
+
 def optional_choice(*choices: str) -> Callable[[str], str | None]:
     def parse(raw: str) -> str | None:
         value = raw.strip().upper()

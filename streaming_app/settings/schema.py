@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from streaming_app.common.scrapers import DEFAULT_LINGER_SECONDS
 from streaming_app.settings.parsers import (
     choice,
     optional_choice,
@@ -19,6 +20,7 @@ from streaming_app.settings.parsers import (
     parse_optional_str,
     parse_pattern,
     parse_seconds,
+    parse_seconds_or_zero,
     parse_secret,
     parse_sinks,
     parse_str,
@@ -123,6 +125,13 @@ class AppConfig:
     )
     metrics_host: str = _setting(
         "metrics", parse_str, "127.0.0.1", "address the Prometheus endpoint listens on"
+    )
+    metrics_linger_seconds: float = _setting(
+        "metrics",
+        parse_seconds_or_zero,
+        DEFAULT_LINGER_SECONDS,
+        "after a stop that was asked for, seconds the endpoint may stay open until every "
+        "Prometheus seen lately has read it (0: close at once)",
     )
     snapshot_interval: float | None = _setting(
         "snapshots",

@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,16 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     paths = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
     paths["input"].mkdir()
     return paths
+
+
+@pytest.fixture
+def started() -> Iterator[list[Any]]:
+    """What a test started (Prometheus servers, apps: anything with `stop` or
+    `stop_if_running`), stopped at its end, the last first."""
+    things: list[Any] = []
+    yield things
+    for thing in reversed(things):
+        thing.stop_if_running() if hasattr(thing, "stop_if_running") else thing.stop()
 
 
 @pytest.fixture(scope="session")

@@ -46,17 +46,31 @@ class Prometheus:
     repository's alert rules. On `host` if given, else on 127.0.0.1."""
 
     def __init__(
-        self, workdir: Path, target: str, rules: Path | None = RULES, host: Host | None = None
+        self,
+        workdir: Path,
+        target: str,
+        rules: Path | None = RULES,
+        host: Host | None = None,
+        scrape_s: float = SCRAPE_S,
+        evaluate_s: float = SCRAPE_S,
+        replica: str | None = None,
     ) -> None:
+        """`replica`: one server of an HA pair, as operators run them: its own external
+        label (which also moves its scrapes' offset) and a scrape parameter of its own
+        (which tells it apart from its twin at the app: docs/metrics.md)."""
         binary = require("prometheus", "Debian: apt-get install prometheus")
         workdir.mkdir()
         config = workdir / "prometheus.yml"
         rule_files = f"rule_files: [{json.dumps(str(rules))}]\n" if rules else ""
+        labels = f", external_labels: {{replica: {replica}}}" if replica else ""
+        params = f"    params: {{replica: [{replica}]}}\n" if replica else ""
         config.write_text(
-            f"global: {{scrape_interval: {SCRAPE_S}s, evaluation_interval: {SCRAPE_S}s}}\n"
+            f"global: {{scrape_interval: {scrape_s:g}s, evaluation_interval: {evaluate_s:g}s"
+            f"{labels}}}\n"
             f"{rule_files}"
             "scrape_configs:\n"
             f"  - job_name: {JOB}\n"
+            f"{params}"
             f"    static_configs: [{{targets: [{json.dumps(target)}]}}]\n"
         )
         self.host = host
@@ -107,6 +121,11 @@ class Prometheus:
         """Whether alert `name` fires now."""
         alerts = (self.api("alerts") or {}).get("alerts") or []
         return any(a["labels"]["alertname"] == name and a["state"] == "firing" for a in alerts)
+
+    def alerts(self) -> list[str]:
+        """Every alert pending or firing now, as `NAME state`."""
+        alerts = (self.api("alerts") or {}).get("alerts") or []
+        return [f"{a['labels']['alertname']} {a['state']}" for a in alerts]
 
     def until(self, check: Callable[[], bool], what: str, timeout: float) -> float:
         """Poll `check` until it holds; the seconds it took."""

@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,6 @@ from tests.integration.prometheus_server import SCRAPE_S, Prometheus
 from tests.unit.test_alert_rules import as_grafana_sends, dashboard_exprs
 
 pytestmark = pytest.mark.timeout(420)
-
-
-@pytest.fixture
-def started() -> Iterator[list[Any]]:
-    """What the test started, stopped at its end."""
-    things: list[Any] = []
-    yield things
-    for thing in reversed(things):
-        thing.stop() if isinstance(thing, Prometheus) else thing.stop_if_running()
 
 
 # The endpoint serves both engines alike (test_prometheus_endpoint.py runs both in CI);

@@ -19,7 +19,9 @@ from tests.binaries import require
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "conf" / "prometheus"
 DASHBOARD = PROMETHEUS_DIR.parent / "grafana" / "streaming-app.json"
-SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?!\()")
+SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?![(:])")
+# What a recording rule records (level:metric:operations), read by other rules.
+RECORDED = re.compile(r"\b[a-z_]+:[a-z_]+(?::[a-z_]+)?\b")
 
 
 def served_series() -> set[str]:
@@ -90,6 +92,16 @@ def test_every_series_the_rules_name_is_served() -> None:
     }
     assert named, "no series found in the rules"
     assert named <= served_series(), f"not served: {sorted(named - served_series())}"
+    recorded = {
+        rule["record"] for group in rules["groups"] for rule in group["rules"] if "record" in rule
+    }
+    read = {
+        name
+        for group in rules["groups"]
+        for rule in group["rules"]
+        for name in RECORDED.findall(rule["expr"])
+    }
+    assert read <= recorded, f"read but recorded by no rule: {sorted(read - recorded)}"
 
 
 def test_every_series_the_dashboard_names_is_served() -> None:
@@ -137,7 +149,7 @@ def test_every_rule_has_a_runbook_section() -> None:
     }
     rules = yaml.safe_load((PROMETHEUS_DIR / "alerts.yml").read_text("utf-8"))
     for group in rules["groups"]:
-        for rule in group["rules"]:
+        for rule in (r for r in group["rules"] if "alert" in r):  # not the recording rules
             url = rule["annotations"]["runbook_url"]
             base, anchor = url.split("#")
             assert base.endswith("docs/runbook.md"), url

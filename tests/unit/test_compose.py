@@ -184,6 +184,11 @@ def test_app_stops_gracefully() -> None:
         f" of conf/docker.ini by {SHUTDOWN_MARGIN} s (Spark's own shutdown), or Docker"
         " kills the graceful stop"
     )
+    linger = docker_config().metrics_linger_seconds  # from the stop's start, not after it
+    assert grace >= linger + SHUTDOWN_MARGIN, (
+        f"app stop_grace_period {grace:g} s must exceed metrics_linger_seconds {linger:g} s"
+        f" by {SHUTDOWN_MARGIN} s, or Docker kills the app before every Prometheus read the stop"
+    )
 
 
 def test_the_demo_driver_also_stops_gracefully() -> None:

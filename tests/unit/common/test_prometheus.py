@@ -14,7 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder
 from streaming_app.common.prometheus import (
-    LINGER_SECONDS,
     Endpoint,
     PartitionPosition,
     endpoint,
@@ -313,85 +312,6 @@ def test_health_endpoints_beside_the_metrics(monkeypatch: pytest.MonkeyPatch) ->
         assert status == 503 and "has not come round for 35 s" in body
     finally:
         stop_endpoint()
-
-
-class FakeClock:
-    """Monotonic seconds that move only when the test moves them."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def scraped_every(clock: FakeClock, every: float) -> tuple[Endpoint, int]:
-    """A serving endpoint that a Prometheus scraped twice, `every` seconds apart; its port."""
-    served = Endpoint(INFO, clock=clock)
-    port = served.serve("127.0.0.1", 0)
-    assert "streaming_app_stopping 0.0" in get(port, "/metrics")[1]
-    clock.now += every
-    get(port, "/metrics")
-    return served, port
-
-
-def test_a_stop_lingers_two_scrape_intervals_and_a_second_at_most_linger_seconds() -> None:
-    clock = FakeClock()
-    served, port = scraped_every(clock, 1.0)
-    try:
-        assert served.linger_seconds(10.0) == 0  # a run ends without a stop asked (a crash)
-        served.begin_stop()
-        assert served.linger_seconds(10.0) == 3.0  # two intervals and a second
-        assert served.linger_seconds(1.0) == 1.0  # and at most LINGER_SECONDS
-        clock.now += 2.5
-        assert served.linger_seconds(10.0) == 0.5  # counted from when the stop began
-        clock.now += 1.0
-        assert served.linger_seconds(10.0) == 0
-    finally:
-        served.close()
-    served, port = scraped_every(clock, 0.5)
-    try:
-        served.begin_stop()
-        assert served.linger_seconds(10.0) == 2.0
-        assert "streaming_app_stopping 1.0" in get(port, "/metrics")[1]  # the next scrape
-        assert served.linger_seconds(10.0) == 0  # has seen the stop: no wait at all
-        assert served.linger(10.0) is True
-    finally:
-        served.close()
-
-
-def test_a_stop_without_a_regular_scrape_does_not_linger() -> None:
-    clock = FakeClock()
-    served = Endpoint(INFO, clock=clock)
-    port = served.serve("127.0.0.1", 0)
-    try:
-        served.begin_stop()
-        assert served.linger_seconds(10.0) == 0  # nothing scrapes the port
-        get(port, "/metrics")
-        assert served.linger_seconds(10.0) == 0  # once is no interval yet
-        assert served.linger(10.0) is True
-    finally:
-        served.close()
-
-
-def test_linger_ends_when_a_scrape_sees_the_stop_and_not_before() -> None:
-    import threading
-
-    clock = FakeClock()
-    served, port = scraped_every(clock, 30.0)  # Prometheus' own intervals: 30-60 s
-    try:
-        served.begin_stop()
-        clock.now += LINGER_SECONDS - 0.05  # 0.05 s left: no scrape comes, linger gives up
-        assert served.linger(LINGER_SECONDS) is False
-        clock.now -= LINGER_SECONDS - 0.05
-        bodies: list[str] = []
-        scrape = threading.Thread(target=lambda: bodies.append(get(port, "/metrics")[1]))
-        scrape.start()  # Prometheus' next scrape, during (or before) the wait
-        assert served.linger(LINGER_SECONDS) is True  # ended by it (at most 10 s)
-        scrape.join(timeout=30)
-        assert "streaming_app_stopping 1.0" in bodies[0]
-    finally:
-        served.close()
 
 
 def test_a_batch_that_leaves_lag_behind_calls_the_lag_watch_and_one_caught_up_does_not() -> None:

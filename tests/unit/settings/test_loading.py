@@ -508,3 +508,29 @@ def test_a_wrong_kafka_give_up_after_is_named_where_it_was_set(
     assert f"{ini} [kafka] kafka_give_up_after: {fragment}" in config_error(ini)
     env = {"STREAMING_APP_KAFKA_GIVE_UP_AFTER": value}
     assert f"environment STREAMING_APP_KAFKA_GIVE_UP_AFTER: {fragment}" in config_error(env=env)
+
+
+def test_metrics_linger_seconds_is_150_s_0_turns_it_off_and_every_layer_sets_it(
+    tmp_path: Path,
+) -> None:
+    assert load_config(env={}).metrics_linger_seconds == 150
+    ini = write_ini(tmp_path, "[metrics]\nmetrics_linger_seconds = 0\n")
+    assert load_config(ini, env={}).metrics_linger_seconds == 0
+    env = {"STREAMING_APP_METRICS_LINGER_SECONDS": "75.5"}
+    assert load_config(ini, env=env).metrics_linger_seconds == 75.5
+    cli = {"metrics_linger_seconds": "30"}
+    assert load_config(ini, env=env, cli=cli).metrics_linger_seconds == 30
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("-1", "must be 0 or a positive number of seconds, got -1"),
+        ("long", "'long' is not a number of seconds"),
+    ],
+)
+def test_a_wrong_metrics_linger_seconds_is_named(tmp_path: Path, value: str, fragment: str) -> None:
+    ini = write_ini(tmp_path, f"[metrics]\nmetrics_linger_seconds = {value}\n")
+    assert f"{ini} [metrics] metrics_linger_seconds: {fragment}" in config_error(ini)
+    cli = {"metrics_linger_seconds": value}
+    assert f"--metrics-linger-seconds: {fragment}" in config_error(env={}, cli=cli)
