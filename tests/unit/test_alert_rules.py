@@ -23,12 +23,14 @@ SERIES = re.compile(r"\b(?:streaming_app_[a-z_]+|process_[a-z_]+|up)\b(?!\()")
 
 
 def served_series() -> set[str]:
-    """Every sample name the endpoint serves once a batch completed (with _total, _bucket,
-    ... as scraped), with snapshots on, and `up`."""
+    """Every sample name the endpoint serves once a batch and a task completed (with
+    _total, _bucket, ... as scraped), with snapshots on, and `up`."""
     served = Endpoint({"version": "v", "engine": "e", "app_job": "j", "source": "s", "sinks": "k"})
     served.observe(BatchMetrics(2000, 2000, 10, 5, 0, 5, None, 2100, words=9, state_keys=3), False)
     served.snapshot_interval.set(10)
     served.checkpoint_interval.set(20)
+    served.tasks(((1, 0, 0),))
+    served.tasks(((1, 0, 1),))  # a task completed: its time is served from then on
     text = generate_latest(served.registry).decode()
     names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
     # Labelled series have no sample before their first batch: their TYPE line names them
