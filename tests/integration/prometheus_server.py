@@ -42,18 +42,24 @@ except OSError as exc:
 
 
 class Prometheus:
-    """A Prometheus server scraping `target` (HOST:PORT) as job `JOB`; with `rules`, the
-    repository's alert rules. On `host` if given, else on 127.0.0.1."""
+    """A Prometheus server scraping `target` (HOST:PORT) as job `JOB` every `scrape_s`
+    seconds (and evaluating its rules as often); with `rules`, the repository's alert
+    rules. On `host` if given, else on 127.0.0.1."""
 
     def __init__(
-        self, workdir: Path, target: str, rules: Path | None = RULES, host: Host | None = None
+        self,
+        workdir: Path,
+        target: str,
+        rules: Path | None = RULES,
+        host: Host | None = None,
+        scrape_s: float = SCRAPE_S,
     ) -> None:
         binary = require("prometheus", "Debian: apt-get install prometheus")
         workdir.mkdir()
         config = workdir / "prometheus.yml"
         rule_files = f"rule_files: [{json.dumps(str(rules))}]\n" if rules else ""
         config.write_text(
-            f"global: {{scrape_interval: {SCRAPE_S}s, evaluation_interval: {SCRAPE_S}s}}\n"
+            f"global: {{scrape_interval: {scrape_s:g}s, evaluation_interval: {scrape_s:g}s}}\n"
             f"{rule_files}"
             "scrape_configs:\n"
             f"  - job_name: {JOB}\n"
