@@ -24,6 +24,7 @@ import pytest
 from streaming_app.common.health import STALL_SECONDS
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, wait_for_totals
+from tests.integration.log_lines import CONTEXT_STARTED
 from tests.integration.test_prometheus_alerts import java_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -65,6 +66,7 @@ def test_a_frozen_batch_fails_healthz_after_its_bound_and_recovers(
 ) -> None:
     app = start_app(*files_args(dirs), "--metrics-port", "0")
     port = app.metrics_port()
+    app.wait_for_log(CONTEXT_STARTED)  # files there before the stream starts are not read
     drop_file(dirs["input"], "a.txt", b"alpha beta\n")
     wait_for_totals(dirs["output"], {"alpha": 1, "beta": 1}, app, timeout=120)
     assert healthz(port) == (200, "alive\n")
