@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import Any
 
+from streaming_app.common.health import Health
 from streaming_app.common.kafka_lag import KafkaLag
 from streaming_app.common.kafka_lag import PartitionPosition as PartitionPosition
+from streaming_app.common.late_gauge import LateGauge as LateGauge
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.scrapers import (
     DEFAULT_LINGER_SECONDS,
@@ -43,29 +45,6 @@ PEERS = ("kafka", "postgres")
 # What can fail (`streaming_app_failures_total{operation}`), served at 0 from the start:
 # these always, and the Kafka source's `commit` and each configured sink's write.
 ALWAYS_FAILABLE = ("snapshot", "checkpoint", "batch")
-# `/healthz` fails once the driver's loop (a wait of POLL_SECONDS on the stream) has not
-# come round for this long: a frozen JVM, a deadlocked driver.
-ALIVE_SECONDS = 30.0
-
-
-class LateGauge:
-    """A gauge served from its first value on: before it, no sample at all, rather than
-    prometheus_client's 0, which an alert reads as a batch completed in 1970."""
-
-    def __init__(self, registry: Any, name: str, documentation: str) -> None:
-        from prometheus_client import Gauge
-
-        self._registry = registry
-        self.gauge = Gauge(name, documentation, registry=None)
-        self._served = False
-        self._lock = threading.Lock()
-
-    def set(self, value: float) -> None:
-        with self._lock:
-            if not self._served:
-                self._registry.register(self.gauge)
-                self._served = True
-        self.gauge.set(value)
 
 
 class Endpoint:
@@ -112,6 +91,12 @@ class Endpoint:
             f"{PREFIX}_last_progress_timestamp_seconds",
             "When the stream last moved on: a batch completed, or (the structured engine) a "
             "trigger found no new input (epoch seconds; absent before the first)",
+        )
+        self.last_task = LateGauge(
+            registry,
+            f"{PREFIX}_last_task_completed_timestamp_seconds",
+            "When a task of a running stage last completed, or a stage began or ended, as "
+            "the driver's loop saw it (read every 5 s; epoch seconds; absent before the first)",
         )
         self.ready = Gauge(
             f"{PREFIX}_ready",
@@ -194,6 +179,13 @@ class Endpoint:
             ["peer"],
             registry=registry,
         )
+        self.retrying_since = Gauge(
+            f"{PREFIX}_retrying_since_timestamp_seconds",
+            "When the oldest run of failed calls to a server (Kafka, PostgreSQL) that the "
+            "driver still retries began (epoch seconds); absent while none is retried",
+            ["peer"],
+            registry=registry,
+        )
         self.failures = Counter(
             f"{PREFIX}_failures",
             "Operations that failed: a snapshot, a checkpoint, a batch, a Kafka commit, a "
@@ -216,8 +208,8 @@ class Endpoint:
         self._server: Any = None
         self._metrics_app: Any = None
         self._lock = threading.Lock()
-        self._beat: float | None = None  # monotonic: the driver's loop last came round
-        self._ready = False
+        self.health = Health(clock)  # /healthz and /readyz (common/health.py)
+        self._replay_batch: int | None = None  # structured: micro-batches up to it replay
         self.scrapers = Scrapers(clock)  # who scrapes /metrics; the stop's linger
 
     def succeeded(self, operation: str, seconds: float) -> None:
@@ -241,9 +233,14 @@ class Endpoint:
             self.last_batch.set(batch.batch_time_ms / 1000)
             self.last_completed.set(batch.completed_ms / 1000)
             self.last_progress.set(batch.completed_ms / 1000)
+            self.health.moved(batch.batch_interval_ms / 1000)
+            if self._replay_batch is not None and batch.batch_id is not None:
+                replayed = batch.batch_id <= self._replay_batch
+                if batch.batch_id == self._replay_batch:
+                    self.health.replayed()
             if not replayed:
                 self.ready.set(1)
-                self._ready = True
+                self.health.ready()
             self.interval.set(batch.batch_interval_ms / 1000)
             if batch.processing_ms is not None:
                 self.processing.observe(batch.processing_ms / 1000)
@@ -263,36 +260,44 @@ class Endpoint:
             self.last_progress.set(time.time())
             self.falling_behind.set(0)
             self.ready.set(1)
-            self._ready = True
+            self.health.moved()
+            self.health.ready()
 
-    def beat(self) -> None:
-        """The driver's loop is alive: a wait on the stream returned (the JVM answered)."""
-        self._beat = self._clock()
-
-    def health(self) -> tuple[bool, str]:
-        """`/healthz`: alive while the driver's loop last came round within ALIVE_SECONDS
-        (a frozen JVM or a stuck driver stops it); alive while it starts (a recovery may
-        take minutes: `/readyz` and StreamingAppNotReady watch that)."""
-        if self._beat is None:
-            return True, "starting"
-        quiet = self._clock() - self._beat
-        if quiet > ALIVE_SECONDS:
-            return False, f"the driver's loop has not come round for {quiet:.0f} s"
-        return True, "alive"
-
-    def readiness(self) -> tuple[bool, str]:
-        """`/readyz`: ready once the first batch after the start (after a recovery's
-        replayed intervals) completed, or the structured engine found no new input."""
+    def replaying(self, what: str, batch_id: int | None = None) -> None:
+        """A recovery replays `what` (`/readyz` says so); the structured engine's micro-batches
+        up to `batch_id` are the replay, after which the app is not yet ready."""
         with self._lock:
-            ready = self._ready
-        return (True, "ready") if ready else (False, "the first batch has not completed")
+            self._replay_batch = batch_id
+            self.health.replaying(what)
+
+    def tasks(self, seen: Hashable) -> None:
+        """What the running stages' tasks have done, as the driver's loop read it: served
+        as the time a task last completed when it changed (common/health.py)."""
+        if self.health.tasks(seen):
+            self.last_task.set(time.time())
+
+    def retrying(self, peer: str, token: object | None = None) -> object:
+        """A run of retried calls to `peer` began (no `token`) or ended (its token): the
+        series says when the oldest run still going on began."""
+        if token is None:
+            token = self.health.retrying(peer)
+        else:
+            self.health.retried(token)
+        with self._lock:
+            oldest = self.health.retrying_since(peer)
+            if oldest is not None:
+                self.retrying_since.labels(peer).set(time.time() - (self._clock() - oldest))
+            else:
+                with suppress(KeyError):  # served no run yet
+                    self.retrying_since.remove(peer)
+        return token
 
     def wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
         """The port's routes: `/healthz`, `/readyz` (200, or 503 with the reason), and
         prometheus_client's `/metrics` (and the rest)."""
         path = environ.get("PATH_INFO", "")
         if path in ("/healthz", "/readyz"):
-            ok, text = self.health() if path == "/healthz" else self.readiness()
+            ok, text = self.health.health() if path == "/healthz" else self.health.readiness()
             status = "200 OK" if ok else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [(text + "\n").encode()]
@@ -386,11 +391,38 @@ def kafka_started(positions: Mapping[tuple[str, int], int]) -> None:
         served.kafka.started(positions)
 
 
-def beat() -> None:
-    """The driver's loop came round (lifecycle/stopping.py), for `/healthz`."""
+def beat(tasks: Callable[[], Hashable] | None = None) -> None:
+    """The driver's loop came round (lifecycle/stopping.py), for `/healthz`; `tasks` reads
+    the running stages' tasks (common/health.py `running_tasks`), every few seconds."""
+    served = _ENDPOINT
+    if served is None:
+        return
+    served.health.beat()
+    if tasks is not None and served.health.tasks_due():
+        try:
+            served.tasks(tasks())
+        except Exception:  # the JVM is stopping: nothing to read
+            log.debug("could not read the running stages' tasks", exc_info=True)
+
+
+def retry_began(peer: str) -> object | None:
+    """A run of retried calls to `peer` began; its token, if an endpoint serves."""
+    served = _ENDPOINT
+    return None if served is None else served.retrying(peer)
+
+
+def retry_ended(peer: str, token: object | None) -> None:
+    """The run of retried calls `token` (retry_began's) ended."""
+    served = _ENDPOINT
+    if served is not None and token is not None:
+        served.retrying(peer, token)
+
+
+def replaying(what: str, batch_id: int | None = None) -> None:
+    """A recovery replays `what` first (Endpoint.replaying), on the endpoint if one serves."""
     served = _ENDPOINT
     if served is not None:
-        served.beat()
+        served.replaying(what, batch_id)
 
 
 def count_retry(peer: str) -> None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from streaming_app.common.prometheus import count_retry
+from streaming_app.common.prometheus import count_retry, retry_began, retry_ended
 from streaming_app.errors import PeerUnreachableError, StopRequestedError, StreamingAppError
 
 log = logging.getLogger(__name__)
@@ -67,35 +67,41 @@ def with_retries(
     """
     attempt = 0
     down_since: float | None = None
-    while True:
-        started = time.monotonic()
-        try:
-            result = call()
-        except StreamingAppError:
-            raise
-        except retry_on as exc:
-            attempt += 1
-            down_since = started if down_since is None else down_since
-            down = time.monotonic() - down_since
-            if give_up_after is not None and down >= give_up_after:
-                limit = f"{setting} = {give_up_after:g} s"
-                raise gave_up(what, down, attempts(attempt, exc), limit) from None
-            delay = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1))
-            if give_up_after is not None:  # one more attempt at the limit, not after it
-                delay = max(0.0, min(delay, give_up_after - down))
-            log.warning(
-                "%s failed (attempt %d): %s; retrying in %.0f s",
-                what,
-                attempt,
-                describe_error(exc),
-                delay,
-            )
-            on_failure()
-            if peer is not None:
-                count_retry(peer)
-            if stop.is_set() or stop.wait(delay):
-                raise StopRequestedError(f"stopping: gave up on {what}") from None
-            continue
-        if attempt:
-            log.warning("%s succeeded after %d failed attempts", what, attempt)
-        return result
+    run: object | None = None  # the endpoint's token while a run of retries goes on
+    try:
+        while True:
+            started = time.monotonic()
+            try:
+                result = call()
+            except StreamingAppError:
+                raise
+            except retry_on as exc:
+                attempt += 1
+                down_since = started if down_since is None else down_since
+                down = time.monotonic() - down_since
+                if give_up_after is not None and down >= give_up_after:
+                    limit = f"{setting} = {give_up_after:g} s"
+                    raise gave_up(what, down, attempts(attempt, exc), limit) from None
+                delay = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1))
+                if give_up_after is not None:  # one more attempt at the limit, not after it
+                    delay = max(0.0, min(delay, give_up_after - down))
+                log.warning(
+                    "%s failed (attempt %d): %s; retrying in %.0f s",
+                    what,
+                    attempt,
+                    describe_error(exc),
+                    delay,
+                )
+                on_failure()
+                if peer is not None:
+                    count_retry(peer)
+                    run = run or retry_began(peer)
+                if stop.is_set() or stop.wait(delay):
+                    raise StopRequestedError(f"stopping: gave up on {what}") from None
+                continue
+            if attempt:
+                log.warning("%s succeeded after %d failed attempts", what, attempt)
+            return result
+    finally:
+        if peer is not None:
+            retry_ended(peer, run)

@@ -13,6 +13,7 @@ from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
 from streaming_app.common.failure_text import failure_text, java_summary
 from streaming_app.common.fs import FileSystem, join
 from streaming_app.common.path_fs import filesystem_for
+from streaming_app.common.prometheus import replaying
 from streaming_app.common.spark_env import under_spark_submit
 from streaming_app.errors import CheckpointError, StreamingAppError, StreamingFailedError
 from streaming_app.lifecycle.spark_context import changed_settings, conf_pairs
@@ -138,6 +139,8 @@ def start_streaming(config: AppConfig, listener: Callable[[int | None], Any]) ->
         # Spark queues the missed intervals at start(): up to the next interval from now.
         replay_until = None if created else int(time.time() * 1000) + config.batch_ms
         ssc.addStreamingListener(listener(replay_until))
+        if replay_until is not None:
+            replaying("the intervals missed since the checkpoint, a batch each")
         try:
             ssc.start()
             return ssc

@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from streaming_app.common.failure_text import java_summary
+from streaming_app.common.health import running_tasks
 from streaming_app.lifecycle.stopping import StopRequest, wait_for_stop
 from streaming_app.settings.schema import AppConfig
 
@@ -24,6 +26,7 @@ def await_stop(ssc: Any, stop: StopRequest, duration: float | None, checkpoint_d
     return wait_for_stop(
         ssc.awaitTerminationOrTimeout, Py4JError, stop, duration,
         "the streaming context", "a batch", checkpoint_dir,
+        partial(running_tasks, ssc.sparkContext),
     )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -121,15 +121,17 @@ def wait_for_stop(
     stream: str,
     batch: str,
     checkpoint_dir: str | None = None,
+    tasks: Callable[[], Hashable] | None = None,
 ) -> str:
     """Either engine's wait: `wait(seconds)` returns whether the stream ended, or raises
     `failure` when it failed; returns the stop's reason, or raises StreamingFailedError
-    (one that names the checkpoint directory when it cannot be written now)."""
+    (one that names the checkpoint directory when it cannot be written now). `tasks`
+    reads the running stages' tasks for `/healthz` (common/health.py)."""
     deadline = time.monotonic() + duration if duration else None
     while True:
         try:
             ended = wait(POLL_SECONDS)
-            beat()  # the JVM answered: /healthz
+            beat(tasks)  # the JVM answered: /healthz
         except failure as exc:
             if stop.event.is_set():
                 # E.g. a batch that gave up waiting for the broker because of the stop.

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from streaming_app.common.fs import FileSystem, join
+from streaming_app.common.prometheus import replaying
 from streaming_app.errors import CheckpointError
 from streaming_app.recovery.metadata import METADATA_FORMAT, metadata_json
 from streaming_app.recovery.restore import seeded_config
@@ -114,6 +115,9 @@ def start_query(spark: SparkSession, config: AppConfig) -> Any:
             f" seeded from snapshot {seed.path}" if seed else "",
         )
     else:
+        if committed is None or planned > committed:
+            # Spark runs the planned micro-batch again first: not ready until the next.
+            replaying(f"micro-batch {planned} (planned, not committed before the restart)", planned)
         log.info(
             "Recovered query id=%s from checkpoint %s: micro-batches up to %s committed, "
             "up to %d planned",

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from streaming_app.common.failure_text import failure_text, java_summary
+from streaming_app.common.health import running_tasks
 from streaming_app.common.internals import check_internals
 from streaming_app.common.output_errors import silence_spark_log
 from streaming_app.common.spark_env import launching_jvm, prepare_spark_env
@@ -126,6 +127,7 @@ def _run(config: AppConfig) -> int:
             # StreamingQueryException (a micro-batch failed) has no common base but Exception.
             partial(await_any, queries), Exception, stop, config.duration,
             "the streaming query", "a micro-batch", config.checkpoint_dir,
+            partial(running_tasks, spark.sparkContext),
         )  # fmt: skip
     except StreamingAppError:
         # The run ends with the error's one line: Spark would log the failed micro-batch

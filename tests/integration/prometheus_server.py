@@ -42,8 +42,9 @@ except OSError as exc:
 
 
 class Prometheus:
-    """A Prometheus server scraping `target` (HOST:PORT) as job `JOB`; with `rules`, the
-    repository's alert rules. On `host` if given, else on 127.0.0.1."""
+    """A Prometheus server scraping `target` (HOST:PORT) as job `JOB` every `scrape_s`
+    seconds (and evaluating its rules as often); with `rules`, the repository's alert
+    rules. On `host` if given, else on 127.0.0.1."""
 
     def __init__(
         self,
@@ -52,7 +53,7 @@ class Prometheus:
         rules: Path | None = RULES,
         host: Host | None = None,
         scrape_s: float = SCRAPE_S,
-        evaluate_s: float = SCRAPE_S,
+        evaluate_s: float | None = None,
         replica: str | None = None,
     ) -> None:
         """`replica`: one server of an HA pair, as operators run them: its own external
@@ -65,7 +66,8 @@ class Prometheus:
         labels = f", external_labels: {{replica: {replica}}}" if replica else ""
         params = f"    params: {{replica: [{replica}]}}\n" if replica else ""
         config.write_text(
-            f"global: {{scrape_interval: {scrape_s:g}s, evaluation_interval: {evaluate_s:g}s"
+            f"global: {{scrape_interval: {scrape_s:g}s, "
+            f"evaluation_interval: {evaluate_s or scrape_s:g}s"
             f"{labels}}}\n"
             f"{rule_files}"
             "scrape_configs:\n"

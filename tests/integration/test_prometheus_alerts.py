@@ -75,8 +75,9 @@ class SizedInput:
         self.dropped: Counter[int] = Counter()  # files dropped, by their lines
         self.data: dict[int, bytes] = {}
 
-    def adjust(self, log: str) -> None:
-        """Double or halve the lines of the next files by the newest batch's processing time."""
+    def adjust(self, log: str, shrink: bool = True) -> None:
+        """Double or halve (unless not `shrink`) the lines of the next files by the newest
+        batch's processing time."""
         times = PROCESSING.findall(log)
         if len(times) == self.seen:
             return  # no batch completed since the last look
@@ -84,7 +85,7 @@ class SizedInput:
         took = float(times[-1]) / self.interval_s
         if took < TOO_LITTLE:
             self.lines = min(self.lines * 2, MAX_LINES)
-        elif took > TOO_MUCH:
+        elif took > TOO_MUCH and shrink:
             self.lines = max(self.lines // 2, 1)
 
     def drop(self) -> None:
@@ -102,6 +103,25 @@ class SizedInput:
             for word, n in truth([self.data[lines].decode()]).items():
                 counts[word] += n * files
         return dict(counts), sum(lines * files for lines, files in self.dropped.items())
+
+
+def logged_at(log: str, position: int) -> float:
+    """The epoch time of the log line at `position` (the app logs local time, to the ms)."""
+    start = log.rfind("\n", 0, position) + 1
+    stamp, millis = log[start : start + 23].split(",")
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+
+
+def first_firing(prometheus: Prometheus, alert: str, since: float) -> float:
+    """The first evaluation, from `since` (epoch s) on, at which the server had `alert`
+    firing: the raw samples of its ALERTS series (a range selector, queried now)."""
+    window = f"{max(1, round(time.time() - since))}s"
+    data = prometheus.api(
+        "query", query=f'ALERTS{{alertname="{alert}", alertstate="firing"}}[{window}]'
+    )
+    times = [float(t) for series in data["result"] for t, _ in series["values"]]
+    assert times, f"{alert} never firing in the server's ALERTS since {since}"
+    return min(times)
 
 
 def rules_with_short_for(directory: Path, alert: str = ALERT) -> Path:
@@ -164,7 +184,10 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
     def produce() -> None:  # more than the app counts, while the delay is under PAUSE_AT_S
         while not stop.is_set():
             log = app.log()
-            sized.adjust(log)
+            # The structured engine queues nothing: once it fell behind, a smaller file
+            # could let one micro-batch end within the interval, which is keeping up, and
+            # restart the alert's `for:`: its files only grow from then on.
+            sized.adjust(log, shrink=engine == "dstream" or not re.search(BEHIND, log))
             if delay(log) < PAUSE_AT_S:
                 sized.drop()
             stop.wait(EVERY_S)
@@ -172,18 +195,21 @@ def test_the_falling_behind_alert_fires_while_the_input_outruns_the_app_and_reso
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        app.wait_for_log(BEHIND, timeout=180)
-        behind = time.monotonic()
-        fired_after = prometheus.until(lambda: prometheus.firing(ALERT), f"{ALERT} fires", 90)
+        warning = app.wait_for_log(BEHIND, timeout=180).start()
+        warned = logged_at(app.log(), warning)
+        prometheus.until(lambda: prometheus.firing(ALERT), f"{ALERT} fires", 90)
     finally:
         stop.set()
         producer.join(timeout=60)
     assert not producer.is_alive()
+    # When the server's own ALERTS series says it fired, not when this process, which the
+    # producer loads, saw it: on a loaded machine that came 19 s after (31 s against 12,
+    # a run of the structured engine, 2026-11-29).
+    fired_after = first_firing(prometheus, ALERT, warned - 60) - warned
     print(f"{engine}: {ALERT} fired {fired_after:.1f} s after the app's warning; files by lines:")
     print(dict(sorted(sized.dropped.items())))
     # From the app's warning (the gauge turns 1 with it): its `for:` plus two scrapes.
-    assert fired_after <= FOR_S + 2 * SCRAPE_S + 3, fired_after
-    assert time.monotonic() - behind >= FOR_S  # not before its `for:`
+    assert FOR_S - 1 <= fired_after <= FOR_S + 2 * SCRAPE_S + 3, fired_after
     assert prometheus.value('streaming_app_falling_behind{job="streaming-app"}') == 1
 
     # No more input: the app catches up, says so, and the alert resolves.

@@ -25,12 +25,14 @@ RECORDED = re.compile(r"\b[a-z_]+:[a-z_]+(?::[a-z_]+)?\b")
 
 
 def served_series() -> set[str]:
-    """Every sample name the endpoint serves once a batch completed (with _total, _bucket,
-    ... as scraped), with snapshots on, and `up`."""
+    """Every sample name the endpoint serves once a batch and a task completed (with
+    _total, _bucket, ... as scraped), with snapshots on, and `up`."""
     served = Endpoint({"version": "v", "engine": "e", "app_job": "j", "source": "s", "sinks": "k"})
     served.observe(BatchMetrics(2000, 2000, 10, 5, 0, 5, None, 2100, words=9, state_keys=3), False)
     served.snapshot_interval.set(10)
     served.checkpoint_interval.set(20)
+    served.tasks(((1, 0, 0),))
+    served.tasks(((1, 0, 1),))  # a task completed: its time is served from then on
     text = generate_latest(served.registry).decode()
     names = {re.split(r"[{ ]", line)[0] for line in text.splitlines() if line[:1] != "#"}
     # Labelled series have no sample before their first batch: their TYPE line names them
@@ -132,11 +134,58 @@ def test_the_dashboard_serves_a_fleet() -> None:
         if "rate(" in expr:
             assert "[$__rate_interval]" in expr, expr
     for panel in board["panels"]:
-        assert panel["fieldConfig"]["defaults"]["unit"] not in ("", "short"), panel["title"]
+        unit = panel["fieldConfig"]["defaults"]["unit"]
+        assert unit not in ("", "short"), panel["title"]
+        if "cores" in panel["title"]:  # a rate of CPU seconds: cores, not a percentage
+            assert unit == "suffix: cores", (panel["title"], unit)
         for target in panel["targets"]:
             assert "{{instance}}" in target["legendFormat"], (panel["title"], target)
     starts = board["annotations"]["list"]
     assert [a["expr"] for a in starts if "process_start_time_seconds" in a["expr"]], starts
+
+
+def test_the_start_annotation_marks_a_start_after_minutes_down(tmp_path: Path) -> None:
+    """The dashboard's "driver started" annotation, as Grafana sends it, evaluated by
+    promtool: a driver down for 5 minutes (its series stale) is marked when it starts
+    again, and a driver that runs on is not marked again."""
+    (start,) = [a["expr"] for a in dashboard()["annotations"]["list"]]
+    expr = as_grafana_sends(start, "streaming-app", "d:9108")
+    case = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {
+                        # Started at 0, killed at 10 m, started again at 15 m.
+                        "series": 'process_start_time_seconds{job="streaming-app", '
+                        'instance="d:9108"}',
+                        "values": "0x9 stale _x4 900x20",
+                    }
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "15m",
+                        "exp_samples": [
+                            {
+                                "labels": 'process_start_time_seconds{job="streaming-app", '
+                                'instance="d:9108"}',
+                                "value": 900,
+                            }
+                        ],
+                    },
+                    {"expr": expr, "eval_time": "25m", "exp_samples": []},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "annotation_test.yml").write_text(yaml.safe_dump(case), "utf-8")
+    done = subprocess.run(
+        [promtool(), "test", "rules", "annotation_test.yml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_every_rule_has_a_runbook_section() -> None:

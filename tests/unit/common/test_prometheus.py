@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from streaming_app.common.health import ALIVE_SECONDS
 from streaming_app.common.metrics_record import BatchMetrics
 from streaming_app.common.metrics_recorder import MetricsRecorder
 from streaming_app.common.prometheus import (
@@ -306,8 +307,8 @@ def test_health_endpoints_beside_the_metrics(monkeypatch: pytest.MonkeyPatch) ->
         assert get(port, "/readyz") == (200, "ready\n")
         status, body = get(port, "/metrics")
         assert status == 200 and "streaming_app_ready 1.0" in body
-        later = time.monotonic() + prometheus.ALIVE_SECONDS + 5  # the JVM froze since
-        monkeypatch.setattr(served, "_clock", lambda: later)
+        later = time.monotonic() + ALIVE_SECONDS + 5  # the JVM froze since
+        monkeypatch.setattr(served.health, "_clock", lambda: later)
         status, body = get(port, "/healthz")
         assert status == 503 and "has not come round for 35 s" in body
     finally:
