@@ -44,7 +44,7 @@ SCRAPE_S = 60
 EVALUATE_S = 5
 HISTORY_S = 24 * 3600
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-INFO = {"version": "0.5.1", "engine": "dstream", "app_job": "wordcount", "source": "files",
+INFO = {"version": "0.5.2", "engine": "dstream", "app_job": "wordcount", "source": "files",
         "sinks": "files"}  # fmt: skip
 
 
