@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from psycopg import sql
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, STAGING_SUFFIX, WINDOW_SUFFIX
 from streaming_app.sinks.postgres.writer import read_totals, redact_dsn
+from tests.integration.harness import differ, wait_for
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -97,14 +97,16 @@ def wait_for_pg_totals(
     dsn: str, table: str, expected: dict[str, int], timeout: float = 90
 ) -> dict[str, int]:
     """Poll the sink's table until it holds exactly `expected`; fail with the last seen."""
-    deadline = time.monotonic() + timeout
     seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
+        nonlocal seen
         try:
             seen = read_totals(dsn, table)
         except SinkError:  # not created yet
             seen = {}
-        if seen == expected:
-            return seen
-        time.sleep(0.3)
-    raise AssertionError(f"postgres totals {seen} != {expected}")
+        return seen == expected
+
+    what = f"the expected totals in {table}"
+    wait_for(what, reached, timeout, pause=0.3, detail=lambda: differ(seen, expected))
+    return seen

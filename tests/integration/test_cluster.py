@@ -6,7 +6,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from tests.integration.batch_waits import wait_more_batches
 from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
@@ -28,14 +28,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield spark
     finally:
         spark.stop()
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    """Poll `check` until it holds; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)
 
 
 def totals_command(output_dir: Path) -> dict[str, int]:
@@ -107,9 +99,9 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             app.kill9()  # the whole spark-submit session: the Python driver and its JVM
             # The master notices the driver is gone and has the worker kill its executors,
             # which frees the worker's cores for the resubmitted app.
-            wait_until(lambda: first_id not in active_apps(), "the killed app left the master")
-            wait_until(
-                lambda: not cluster.worker_json()["executors"], "the killed app's executors ended"
+            wait_for("the killed app to leave the master", lambda: first_id not in active_apps())
+            wait_for(
+                "the killed app's executors to end", lambda: not cluster.worker_json()["executors"]
             )
             add("c2-while-down.txt")
 
@@ -131,7 +123,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             # It really ran on the cluster: both applications registered with the master
             # and ended there, and each had an executor on the worker.
             assert f"master {cluster.master_url} comes from spark-submit" in app.log()
-            wait_until(lambda: not active_apps(), "the stopped app left the master")
+            wait_for("the stopped app to leave the master", lambda: not active_apps())
             completed = {a["id"]: a for a in cluster.master_json()["completedapps"]}
             for app_id in (first_id, second_id):
                 assert completed[app_id]["name"] == "streaming-app", completed

@@ -30,6 +30,7 @@ from tests.integration.harness import (
     drop_file_for_next_batch,
     make_text,
     truth,
+    wait_for,
     wait_for_totals,
 )
 
@@ -117,10 +118,11 @@ def kill_after_a_write(app: Any, timeout: float = 60) -> None:
     """Return as soon as the app logs that it wrote a batch's output (polled every 5 ms)."""
     written = re.compile(r"wrote (base|delta) batch_time_ms=")
     seen = len(written.findall(app.log()))
-    deadline = time.monotonic() + timeout
-    while len(written.findall(app.log())) == seen:
-        assert time.monotonic() < deadline, "no output written:\n" + app.log()[-3000:]
-        time.sleep(0.005)
+
+    def more() -> bool:
+        return len(written.findall(app.log())) > seen
+
+    wait_for("a batch's output written", more, timeout, app, 0.005)
 
 
 def test_bases_and_deltas_read_exactly_through_a_kill_9(

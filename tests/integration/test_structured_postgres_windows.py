@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 from streaming_app.settings.rules import WINDOW_SUFFIX
-from tests.integration.harness import drop_file, make_text, truth, windows_of
+from tests.integration.harness import drop_file, make_text, truth, wait_for, windows_of
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_structured_postgres import structured_pg_args, wait_for_pg_totals
 from tests.integration.test_structured_windows import WINDOW_MS, structured_batches
@@ -63,11 +63,11 @@ def window_recorded(dsn: str, table: str) -> int:
 
 def wait_for_window(dsn: str, table: str, end_ms: int, app: Any, timeout: float = 120) -> None:
     """Wait until a window ending at `end_ms` or later is written."""
-    deadline = time.monotonic() + timeout
-    while window_recorded(dsn, table) < end_ms:
-        if app.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"no window ending at {end_ms} or later:\n{app.log()[-4000:]}")
-        time.sleep(0.2)
+
+    def written() -> bool:
+        return window_recorded(dsn, table) >= end_ms
+
+    wait_for(f"a window ending at {end_ms} or later", written, timeout, app)
 
 
 @contextmanager
