@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests.integration.batch_waits import wait_more_batches
+from tests.integration.batch_waits import files_batches, kill_mid_batch, wait_more_batches
 from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
 from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
@@ -53,6 +53,9 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
         texts.append(make_text(rng, rng.randint(20, 60)))
         drop_file(dirs["input"], name, texts[-1].encode())
 
+    def add_unique(prefix: str) -> None:  # kill_mid_batch may add more than one
+        add(f"{prefix}-{len(texts)}.txt")
+
     submit_args = [
         "--master", cluster.master_url,  # client mode: the driver runs here
         "--conf", "spark.ui.enabled=false",
@@ -93,10 +96,10 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             wait_for_totals(dirs["output"], truth(texts), app, timeout=150)
             (first_id,) = active_apps()
 
-            # Input lands just before the kill, so the kill may hit a batch mid-way.
-            add("c1-c.txt")
-            time.sleep(rng.uniform(0.2, 1.5))
-            app.kill9()  # the whole spark-submit session: the Python driver and its JVM
+            # Kill -9 mid-batch (checked): the batch of a new file planned, its output not
+            # done; the whole spark-submit session, the Python driver and its JVM.
+            mid_batch = partial(add_unique, "c1-c")
+            kill_mid_batch(app, files_batches(dirs["checkpoint"], dirs["output"]), mid_batch)
             # The master notices the driver is gone and has the worker kill its executors,
             # which frees the worker's cores for the resubmitted app.
             wait_for("the killed app to leave the master", lambda: first_id not in active_apps())

@@ -31,11 +31,16 @@ from typing import Any
 
 import pytest
 
+from streaming_app.common.fs import LocalFs
 from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.sinks.files_layout import WINDOW, read_totals, totals_name
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.state.buckets import by_bucket, merge_parts, next_state
+from streaming_app.structured.query_log import batch_timestamp
+from streaming_app.structured.windows import WINDOW_QUERY
+from tests.integration.batch_waits import micro_batch_that_read
 from tests.integration.driver_spy import Spy, spy_on
+from tests.integration.harness import wait_for
 from tests.integration.task_results import event_log_settings, received
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -50,6 +55,7 @@ KEYS = 4000  # keys a batch changes
 VALUE_BYTES = 6 * 1024
 TOP_N = 3
 BATCH_MS = 1000
+WINDOW_MS = 2000  # the structured test's window
 
 
 @pytest.fixture
@@ -179,14 +185,6 @@ def test_the_dstream_sinks_bring_no_rows_to_the_driver(
     assert spy.calls  # the spy saw the sinks' small jobs
 
 
-def _wait(what: str, check: Any, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s")
-        time.sleep(0.5)
-
-
 def test_the_structured_sinks_bring_no_rows_to_the_driver(
     spark: Any,
     spy: Spy,
@@ -203,6 +201,7 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
 
     table = f"{pg_schema}.wc"
     inputs, out = tmp_path / "in", tmp_path / "out"
+    windows = tmp_path / "ckpt" / WINDOW_QUERY  # the window query's checkpoint
     inputs.mkdir()
     config = load_config(
         env={},
@@ -216,7 +215,7 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             "postgres_table": table,
             "postgres_dsn": pg_dsn,
             "batch_interval": "1",
-            "window": "2",
+            "window": str(WINDOW_MS // 1000),
             "top_n": str(TOP_N),
             "snapshot_interval": "2",
         },
@@ -233,10 +232,11 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             temp.write_text("\n".join(_lines(words)) + "\n")
             temp.rename(inputs / f"f{round_no}.txt")
             expected = dict(totals)
-            _wait(f"round {round_no}", partial(_pg_reached, pg_dsn, table, expected))
-            time.sleep(1.5)  # the next round in a later window
-        _wait("a window in files", lambda: list(out.glob("window-*")))
-        _wait("a window in postgres", lambda: _pg_totals(pg_dsn, table, True))
+            reached = partial(_pg_reached, pg_dsn, table, expected)
+            wait_for(f"round {round_no} in postgres", reached, 180, pause=0.5)
+            _wait_window_past(windows, f"f{round_no}.txt")  # the next round in a later one
+        wait_for("a window in files", lambda: list(out.glob("window-*")), 180, pause=0.5)
+        wait_for("a window in postgres", lambda: _pg_totals(pg_dsn, table, True), 180, pause=0.5)
     finally:
         for query in queries:
             query.stop()
@@ -252,6 +252,21 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
         name = query.name or "totals"
         assert got.jobs > 0 and got.widest_job <= 4 * PARTITIONS, f"{name}: {got}"
         assert got.largest_value <= VALUE_BYTES, f"{name}: {got}"
+
+
+def _wait_window_past(windows: Path, name: str) -> None:
+    """Wait until the window query (its checkpoint) read file `name` and the clock is past
+    the end of the window of that micro-batch's time: a file moved in now is in a later one."""
+
+    def read() -> tuple[int] | None:  # a tuple: micro-batch 0 is one
+        batch_id = micro_batch_that_read(windows, name)
+        return None if batch_id is None else (batch_id,)
+
+    [batch_id] = wait_for(f"the window query reading {name}", read, 180)
+    stamp = batch_timestamp(LocalFs(), str(windows), batch_id)
+    assert stamp is not None
+    later = (stamp // WINDOW_MS + 1) * WINDOW_MS
+    wait_for("the clock in a later window", lambda: time.time() * 1000 >= later, 30, pause=0.05)
 
 
 def _pg_reached(dsn: str, table: str, expected: dict[str, Any]) -> bool:

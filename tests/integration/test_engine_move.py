@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from psycopg import sql
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.snapshots import latest_snapshot
 from streaming_app.settings.rules import PROGRESS_SUFFIX
+from tests.integration.batch_waits import wait_more_batches
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import cli_totals, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
@@ -173,7 +173,7 @@ def test_dstreams_to_structured_and_back_exact_in_files_and_postgres(
         manifest = json.loads((Path(seeded) / "manifest.json").read_text())
         assert manifest["engine"] == "structured" and manifest["words"] > 0
         back.wait_for_log(r"Started new streaming context|Recovered streaming context")
-        time.sleep(3)
+        wait_more_batches(back)  # batches of the restored run while records arrive
     finally:
         sent += producer.stop()
     expected = truth(sent)
