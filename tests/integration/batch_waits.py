@@ -4,6 +4,7 @@ all completed."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -11,7 +12,7 @@ from typing import NamedTuple
 from streaming_app.common.fs import LocalFs
 from streaming_app.sinks.files_layout import DELTA, SUCCESS_MARKER, TOTALS, WINDOW, totals_name
 from streaming_app.sources.files_log import INPUT_FILES_DIR
-from streaming_app.structured.query_log import offsets_entry
+from streaming_app.structured.query_log import batch_timestamp, offsets_entry
 from streaming_app.structured.source_log import files_up_to, log_offset
 from tests.integration.harness import SCHEDULING_DELAY, App, wait_for
 
@@ -64,6 +65,24 @@ def micro_batch_that_read(checkpoint: Path, name: str) -> int | None:
         if position >= 0 and name in files_up_to(fs, query, position):
             return batch_id
     return None
+
+
+def wait_window_past(
+    checkpoint: Path, name: str, slide_ms: int, app: App | None = None, timeout: float = 180
+) -> None:
+    """Wait until a structured files query (its checkpoint) has read file `name` and the
+    clock is past the end of the first window that holds it (windows every `slide_ms`, by
+    the micro-batch's time): input moved in now falls in a later window."""
+
+    def read() -> tuple[int] | None:  # a tuple: micro-batch 0 is one
+        batch_id = micro_batch_that_read(checkpoint, name)
+        return None if batch_id is None else (batch_id,)
+
+    [batch_id] = wait_for(f"the query reading {name}", read, timeout, app)
+    stamp = batch_timestamp(LocalFs(), str(checkpoint), batch_id)
+    assert stamp is not None
+    ends = (stamp // slide_ms + 1) * slide_ms
+    wait_for("the clock past that window's end", lambda: time.time() * 1000 >= ends, 30, app, 0.05)
 
 
 def wait_planned(

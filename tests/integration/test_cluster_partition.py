@@ -107,11 +107,7 @@ class Counted(EveryPause):
 
     def wait_growth_after(self, moment: float, timeout: float = 300) -> float:
         """Wait for new records counted after `moment`; seconds from `moment` to them."""
-        deadline = time.monotonic() + timeout
-        while (seconds := self.growth_after(moment)) is None:
-            assert time.monotonic() < deadline, f"no new records counted within {timeout} s"
-            time.sleep(0.25)
-        return seconds
+        return wait_for("new records counted", partial(self.growth_after, moment), timeout)
 
 
 def progress(app: SubmittedApp) -> list[str]:

@@ -21,7 +21,6 @@ import os
 import random
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -31,14 +30,12 @@ from typing import Any
 
 import pytest
 
-from streaming_app.common.fs import LocalFs
 from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.sinks.files_layout import WINDOW, read_totals, totals_name
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.state.buckets import by_bucket, merge_parts, next_state
-from streaming_app.structured.query_log import batch_timestamp
 from streaming_app.structured.windows import WINDOW_QUERY
-from tests.integration.batch_waits import micro_batch_that_read
+from tests.integration.batch_waits import wait_window_past
 from tests.integration.driver_spy import Spy, spy_on
 from tests.integration.harness import wait_for
 from tests.integration.task_results import event_log_settings, received
@@ -234,7 +231,7 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             expected = dict(totals)
             reached = partial(_pg_reached, pg_dsn, table, expected)
             wait_for(f"round {round_no} in postgres", reached, 180, pause=0.5)
-            _wait_window_past(windows, f"f{round_no}.txt")  # the next round in a later one
+            wait_window_past(windows, f"f{round_no}.txt", WINDOW_MS)  # the next in a later one
         wait_for("a window in files", lambda: list(out.glob("window-*")), 180, pause=0.5)
         wait_for("a window in postgres", lambda: _pg_totals(pg_dsn, table, True), 180, pause=0.5)
     finally:
@@ -252,21 +249,6 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
         name = query.name or "totals"
         assert got.jobs > 0 and got.widest_job <= 4 * PARTITIONS, f"{name}: {got}"
         assert got.largest_value <= VALUE_BYTES, f"{name}: {got}"
-
-
-def _wait_window_past(windows: Path, name: str) -> None:
-    """Wait until the window query (its checkpoint) read file `name` and the clock is past
-    the end of the window of that micro-batch's time: a file moved in now is in a later one."""
-
-    def read() -> tuple[int] | None:  # a tuple: micro-batch 0 is one
-        batch_id = micro_batch_that_read(windows, name)
-        return None if batch_id is None else (batch_id,)
-
-    [batch_id] = wait_for(f"the window query reading {name}", read, 180)
-    stamp = batch_timestamp(LocalFs(), str(windows), batch_id)
-    assert stamp is not None
-    later = (stamp // WINDOW_MS + 1) * WINDOW_MS
-    wait_for("the clock in a later window", lambda: time.time() * 1000 >= later, 30, pause=0.05)
 
 
 def _pg_reached(dsn: str, table: str, expected: dict[str, Any]) -> bool:
