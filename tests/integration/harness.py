@@ -275,30 +275,40 @@ def assert_no_password_at_rest(
         assert [n for n, p in enumerate(passwords) if p in output] == []
 
 
-def differ(seen: dict[str, Any], expected: dict[str, Any]) -> str:
-    """The totals that differ, as (seen, expected) by key: a failed wait's detail."""
-    diff = {
-        k: (seen.get(k), expected.get(k))
-        for k in set(seen) | set(expected)
-        if seen.get(k) != expected.get(k)
-    }
-    return f"totals differ (seen, expected): {diff}"
+def wait_for_totals_of(
+    what: str,
+    read: Callable[[], dict[str, Any]],
+    expected: dict[str, Any],
+    app: App | None = None,
+    timeout: float = 90,
+) -> dict[str, Any]:
+    """Poll `read` (totals by key) until it returns `expected`; fail naming `what`, with
+    the totals that differ as (seen, expected) by key."""
+    seen: dict[str, Any] = {}
+
+    def reached() -> bool:
+        nonlocal seen
+        seen = read()
+        return seen == expected
+
+    def differ() -> str:
+        keys = set(seen) | set(expected)
+        diff = {k: (seen.get(k), expected.get(k)) for k in keys if seen.get(k) != expected.get(k)}
+        return f"totals differ (seen, expected): {diff}"
+
+    wait_for(what, reached, timeout, app, 0.3, differ)
+    return seen
 
 
 def wait_for_totals(
     output_dir: Path, expected: dict[str, int], app: App | None = None, timeout: float = 90
 ) -> dict[str, int]:
     """Poll `streaming-app totals`' data until it equals `expected`; fail with the last seen."""
-    seen: dict[str, int] = {}
 
-    def reached() -> bool:
-        nonlocal seen
-        if output_dir.exists():
-            _, seen = read_totals(str(output_dir))
-        return seen == expected
+    def read() -> dict[str, Any]:
+        return read_totals(str(output_dir))[1] if output_dir.exists() else {}
 
-    wait_for("the expected totals", reached, timeout, app, 0.3, lambda: differ(seen, expected))
-    return seen
+    return wait_for_totals_of("the expected totals", read, expected, app, timeout)
 
 
 def cli_totals(workdir: Path, output_dir: Path, name: str) -> dict[str, int]:

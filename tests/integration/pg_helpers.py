@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -15,7 +16,7 @@ from psycopg import sql
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, STAGING_SUFFIX, WINDOW_SUFFIX
 from streaming_app.sinks.postgres.writer import read_totals, redact_dsn
-from tests.integration.harness import differ, wait_for
+from tests.integration.harness import App, wait_for_totals_of
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -94,19 +95,14 @@ def postgres_config(tmp_path: Path, dsn: str) -> Path:
 
 
 def wait_for_pg_totals(
-    dsn: str, table: str, expected: dict[str, int], timeout: float = 90
-) -> dict[str, int]:
+    dsn: str, table: str, expected: dict[str, Any], app: App | None = None, timeout: float = 120
+) -> dict[str, Any]:
     """Poll the sink's table until it holds exactly `expected`; fail with the last seen."""
-    seen: dict[str, int] = {}
 
-    def reached() -> bool:
-        nonlocal seen
+    def read() -> dict[str, Any]:
         try:
-            seen = read_totals(dsn, table)
+            return read_totals(dsn, table)
         except SinkError:  # not created yet
-            seen = {}
-        return seen == expected
+            return {}
 
-    what = f"the expected totals in {table}"
-    wait_for(what, reached, timeout, pause=0.3, detail=lambda: differ(seen, expected))
-    return seen
+    return wait_for_totals_of(f"the expected totals in {table}", read, expected, app, timeout)

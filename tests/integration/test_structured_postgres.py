@@ -25,7 +25,6 @@ from tests.integration.batch_waits import kill_mid_batch
 from tests.integration.harness import (
     App,
     EveryPause,
-    differ,
     drop_file,
     make_text,
     truth,
@@ -33,7 +32,7 @@ from tests.integration.harness import (
 )
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
-from tests.integration.pg_helpers import postgres_config
+from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -100,23 +99,6 @@ def wait_for_batch(dsn: str, table: str, batch_id: int, app: App, timeout: float
     what = f"micro-batch {batch_id} recorded"
     wait_for(what, recorded, timeout, app, detail=lambda: f"micro-batch {found} recorded")
     return found
-
-
-def wait_for_pg_totals(
-    dsn: str, table: str, expected: dict[str, Any], app: App, timeout: float = 120
-) -> None:
-    seen: dict[str, Any] = {}
-
-    def reached() -> bool:
-        nonlocal seen
-        try:
-            seen = read_totals(dsn, table)
-        except SinkError:  # no table before the first micro-batch
-            seen = {}
-        return seen == expected
-
-    what = f"the expected totals in {table}"
-    wait_for(what, reached, timeout, app, 0.3, lambda: differ(seen, expected))
 
 
 def last_committed(checkpoint: Path) -> int:
