@@ -12,7 +12,7 @@ import time
 import pytest
 
 from streaming_app.sources.kafka.client import KafkaConnection
-from streaming_app.sources.kafka.lag_watch import LagWatch
+from streaming_app.sources.kafka.lag_watch import EVERY_SECONDS, SOONEST_SECONDS, LagWatch
 
 
 class Clock:
@@ -117,6 +117,13 @@ def test_wakes_come_no_closer_than_soonest() -> None:
 
 def test_no_wake_reads_on_the_schedule_alone() -> None:
     assert schedule(every=60, soonest=1, wakes=[], stop_at=200) == [60, 121, 182]
+
+
+def test_by_default_a_wake_reads_within_2_s_and_the_schedule_every_15_s() -> None:
+    # docs/metrics.md, streaming_app_kafka_lag_seconds: read every 15 s (after a reading's
+    # 2 s pause) and within 2 s of a batch that leaves lag behind.
+    readings = schedule(EVERY_SECONDS, SOONEST_SECONDS, wakes=[1, 1.5, 12], stop_at=40)
+    assert readings == [1, 3, 12, 29]
 
 
 def test_stop_ends_the_thread_while_it_waits_for_the_schedule() -> None:
