@@ -102,9 +102,15 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             kill_mid_batch(app, files_batches(dirs["checkpoint"], dirs["output"]), mid_batch)
             # The master notices the driver is gone and has the worker kill its executors,
             # which frees the worker's cores for the resubmitted app.
-            wait_for("the killed app to leave the master", lambda: first_id not in active_apps())
             wait_for(
-                "the killed app's executors to end", lambda: not cluster.worker_json()["executors"]
+                "the killed app to leave the master",
+                lambda: first_id not in active_apps(),
+                pause=0.5,
+            )
+            wait_for(
+                "the killed app's executors to end",
+                lambda: not cluster.worker_json()["executors"],
+                pause=0.5,
             )
             add("c2-while-down.txt")
 
@@ -126,7 +132,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             # It really ran on the cluster: both applications registered with the master
             # and ended there, and each had an executor on the worker.
             assert f"master {cluster.master_url} comes from spark-submit" in app.log()
-            wait_for("the stopped app to leave the master", lambda: not active_apps())
+            wait_for("the stopped app to leave the master", lambda: not active_apps(), pause=0.5)
             completed = {a["id"]: a for a in cluster.master_json()["completedapps"]}
             for app_id in (first_id, second_id):
                 assert completed[app_id]["name"] == "streaming-app", completed

@@ -107,7 +107,9 @@ class Counted(EveryPause):
 
     def wait_growth_after(self, moment: float, timeout: float = 300) -> float:
         """Wait for new records counted after `moment`; seconds from `moment` to them."""
-        return wait_for("new records counted", partial(self.growth_after, moment), timeout)
+        return wait_for(
+            "new records counted", partial(self.growth_after, moment), timeout, pause=0.25
+        )
 
 
 def progress(app: SubmittedApp) -> list[str]:
@@ -137,7 +139,7 @@ def wait_caught_up(app: SubmittedApp, seen: int, timeout: float = 240) -> None:
         delays = [seconds(SCHEDULING_DELAY, line) for line in progress(app)[seen:]]
         return len(delays) >= 3 and max(delays[-3:]) < 1
 
-    wait_for("caught up", caught_up, timeout)
+    wait_for("caught up", caught_up, timeout, pause=0.5)
 
 
 def pids_on(host: Host) -> list[str]:
@@ -242,13 +244,18 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
             scene.rounds.start()
             scene.counted.start()
             for name in cluster.workers:
-                wait_for(f"a task on {name}", partial(cluster.ran_a_task, name), 120)
+                wait_for(f"a task on {name}", partial(cluster.ran_a_task, name), 120, pause=0.5)
 
             # 1. wb cut for good: the master drops it, and wa takes over its work.
             scene.steady()
             cut = scene.event("wb cut")
             network.cut(hosts["wb"])
-            wait_for("wb dropped", lambda: hosts["wb"].address not in cluster.alive_workers(), 300)
+            wait_for(
+                "wb dropped",
+                lambda: hosts["wb"].address not in cluster.alive_workers(),
+                300,
+                pause=0.5,
+            )
             dropped = time.monotonic()
             scene.figures["wb: cut -> dropped by the master"] = dropped - cut
             scene.recovered("wb: dropped -> new records", dropped)
@@ -264,7 +271,9 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
             scene.recovered("wa: heal -> new records", healed)
             # The batch in flight (or the next one, had it just ended) waited out the cut.
             # Its output can be read before Spark's listener has logged its progress line.
-            wait_for("a progress line after the cut", lambda: progress_lines(app) > before, 60)
+            wait_for(
+                "a progress line after the cut", lambda: progress_lines(app) > before, 60, pause=0.5
+            )
             longest = max(seconds(PROCESSING, line) for line in progress(app)[before:])
             assert longest >= faults.worker_cut - BATCH_SECONDS, longest
 

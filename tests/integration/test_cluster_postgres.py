@@ -95,6 +95,7 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                         "a task held in its COPY",
                         lambda: sessions_waiting(server.local_dsn, EXECUTOR, "advisory"),
                         120,
+                        pause=0.5,
                     )
                     waiting = sessions_waiting(server.local_dsn, EXECUTOR, "advisory")
                     held = {str(address) for _, address in waiting}
@@ -107,6 +108,7 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                     "end of the killed executor's sessions",
                     lambda: not killed & backends(server.local_dsn),
                     120,
+                    pause=0.5,
                 )
                 texts.append(make_text(rng, 40))
                 drop_file(dirs["input"], "c.txt", texts[-1].encode())

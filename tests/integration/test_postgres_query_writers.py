@@ -47,6 +47,7 @@ def test_the_window_query_commits_while_the_totals_query_is_inside_its_transacti
         wait_for(
             "the totals' merge held inside its transaction",
             lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"),
+            pause=0.05,
         )
         writing, written = in_thread(lambda: window.write_window(2000, [("w", 3)]))
         writing.join(timeout=30)

@@ -145,7 +145,11 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     # The driver killed between the two steps: the rows staged, the merge held.
     with rows_held(pg_dsn, table):
         run.add("b.txt")
-        wait_for("the merge held", lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"))
+        wait_for(
+            "the merge held",
+            lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"),
+            pause=0.05,
+        )
         assert staged_rows(pg_dsn, table) > 0
         app.kill9()
     assert staged_rows(pg_dsn, table) > 0  # left by the crash, until the batch is merged
@@ -161,6 +165,7 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
         wait_for(
             "a task held in its COPY",
             lambda: sessions_waiting(pg_dsn, "streaming-app executor", "advisory"),
+            pause=0.05,
         )
         workers = python_workers(app)
         assert workers, "no Python worker of the app found"

@@ -120,7 +120,7 @@ def lag_scraped(
         done = len(now) == len(ends) and all(now[p] == (end, end, 0) for p, end in ends.items())
         return now if done else None
 
-    wait_for("the first records all processed", caught_up, 150, app)
+    wait_for("the first records all processed", caught_up, 150, app, pause=0.3)
     assert app.terminate() == 0, app.log()[-3000:]
 
     # Records arrive while the app is stopped; the restart reads them 50 a batch.
@@ -133,7 +133,7 @@ def lag_scraped(
         lagging = {p: v for p, v in now.items() if v[2]}
         return now if len(lagging) == len(ends) else None
 
-    seen = wait_for("a lag on every partition after the restart", behind, 150, app)
+    seen = wait_for("a lag on every partition after the restart", behind, 150, app, pause=0.3)
     for partition, (processed, latest, lag) in seen.items():
         assert latest == ends[partition], (partition, seen, ends)
         assert lag == latest - processed > 0, (partition, seen)
@@ -144,21 +144,30 @@ def lag_scraped(
         return now if len(lagging) == len(ends) else None
 
     # Prometheus has scraped a batch of the backlog: the same arithmetic, per partition.
-    scraped = wait_for("Prometheus to see a lag on every partition", scraped_behind, 60, app)
+    scraped = wait_for(
+        "Prometheus to see a lag on every partition", scraped_behind, 60, app, pause=0.3
+    )
     for partition, (processed, latest, lag) in scraped.items():
         assert lag == latest - processed > 0, (partition, scraped)
-    wait_for("the backlog all processed", caught_up, 150, app)
+    wait_for("the backlog all processed", caught_up, 150, app, pause=0.3)
     done = {p: (end, end, 0) for p, end in ends.items()}
     wait_for(
         "Prometheus to see the backlog processed",
         lambda: scraped_positions(prometheus, topic) == done,
         60,
         app,
+        pause=0.3,
     )
     assert bad_values(port) == {"empty": 0, "oversize": 0, "replaced": 0, "lost": 0}
 
     # Bad values: counted by reason, as the log's warning says them.
     send_raw(kafka_bootstrap, topic, [b"", None, b"x" * 2000, b"caf\xe9 au lait", b"ok"])
     expected = {"empty": 2, "oversize": 1, "replaced": 1, "lost": 0}
-    wait_for(f"bad values counted as {expected}", lambda: bad_values(port) == expected, 90, app)
+    wait_for(
+        f"bad values counted as {expected}",
+        lambda: bad_values(port) == expected,
+        90,
+        app,
+        pause=0.3,
+    )
     assert app.terminate() == 0, app.log()[-3000:]
