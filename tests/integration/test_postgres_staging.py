@@ -206,11 +206,11 @@ def test_staged_rows_emptied_between_staging_and_merge_are_staged_again(
     with rows_held(pg_dsn, table + STAGING_SUFFIX):
         run.add("b.txt")
         waiting = partial(sessions_waiting, pg_dsn, "streaming-app executor", "advisory")
-        wait_for("b.txt's batch held in its COPY", waiting, 180, app)
+        wait_for("b.txt's batch held in its COPY", waiting, 180, app, 0.05)
         lock = progress_locked(pg_dsn, table)
     with lock:
         waiting = partial(sessions_waiting, pg_dsn, "streaming-app", "transactionid")
-        wait_for("the merge waiting for the progress row", waiting, 180, app)
+        wait_for("the merge waiting for the progress row", waiting, 180, app, 0.05)
         staging = sql.Identifier(pg_schema, "wc" + STAGING_SUFFIX)
         emptied = lock.execute(sql.SQL("DELETE FROM {}").format(staging)).rowcount
         assert emptied > 0  # b.txt's rows, staged and committed by the tasks
