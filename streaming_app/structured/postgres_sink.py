@@ -115,6 +115,7 @@ def write_postgres(
     the row; every: every total after the micro-batch as text pairs (EveryTotal.text_pairs),
     read when the table does not hold the micro-batch before.
     """
+    from streaming_app.sinks.postgres.staging import FrameRows
     from streaming_app.sinks.postgres.stream import writer_for
 
     try:
@@ -126,7 +127,7 @@ def write_postgres(
     if whole is not None:
         rows = every() if whole else changes
         plan = plan_micro_batch(writer.table, context, batch_id, whole)
-        if writer.write_staged(rows, batch_ms, position, plan=plan):
+        if writer.write_staged(FrameRows(rows), batch_ms, position, plan=plan):
             return "every total" if whole and batch_id else "written"
     log.info(
         "postgres sink: batch_id=%d batch_time_ms=%d was written before the restart; skipped",

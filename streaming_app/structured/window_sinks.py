@@ -77,9 +77,10 @@ class WindowSinks:
                 self._postgres(window, end_ms)
 
     def _postgres(self, window: DataFrame, end_ms: int) -> None:
+        from streaming_app.sinks.postgres.staging import FrameRows
         from streaming_app.sinks.postgres.stream import WINDOW, writer_for
 
         # Its own writer: the totals query writes at the same time (writer_for).
         writer = writer_for(self.config.postgres_table, self.config.job == "keyed-sum", WINDOW)
-        if not writer.write_window_staged(text_pairs(window), end_ms):
+        if not writer.write_window_staged(FrameRows(text_pairs(window)), end_ms):
             log.info("window at window_end_ms=%d: already in postgres; skipped", end_ms)

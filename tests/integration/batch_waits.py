@@ -1,4 +1,5 @@
-"""Waits on batches instead of sleeps: one planned, a kill that lands mid-batch, more completed."""
+"""Waits on batches instead of sleeps: one planned, a kill that lands mid-batch, more completed,
+all completed."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
-from tests.integration.harness import SCHEDULING_DELAY, App
+from streaming_app.common.fs import LocalFs
+from streaming_app.sinks.files_layout import DELTA, SUCCESS_MARKER, TOTALS, WINDOW, totals_name
+from streaming_app.sources.files_log import INPUT_FILES_DIR
+from streaming_app.structured.query_log import batch_timestamp, offsets_entry
+from streaming_app.structured.source_log import files_up_to, log_offset
+from tests.integration.harness import SCHEDULING_DELAY, App, wait_for
 
 
 def batch_ids(checkpoint: Path, log: str) -> set[int]:
@@ -19,51 +26,138 @@ def batch_ids(checkpoint: Path, log: str) -> set[int]:
     return {int(name) for name in os.listdir(directory) if name.isdigit()}
 
 
-def wait_planned(checkpoint: Path, known: set[int], app: App, timeout: float = 180) -> int:
-    """The first batch in the offset log that is not in `known`, polled every 2 ms (a kill
-    right after must land before the batch commits); fails if the app ends first."""
-    offsets = checkpoint / "offsets"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if offsets.is_dir():
-            new = [int(n) for n in os.listdir(offsets) if n.isdigit() and int(n) not in known]
-            if new:
-                return min(new)
-        assert app.proc.poll() is None, "the app ended:\n" + app.log()[-3000:]
-        time.sleep(0.002)
-    raise AssertionError(f"no batch was planned within {timeout} s:\n" + app.log()[-3000:])
+class Batches(NamedTuple):
+    """How a test sees an app's batches: those planned so far (batch times or micro-batch
+    ids) and whether one has completed."""
+
+    planned: Callable[[], set[int]]
+    done: Callable[[int], bool]
+
+
+def logged_batches(checkpoint: Path) -> Batches:
+    """Batches with an offsets and a commits log (the structured engine; DStreams' Kafka
+    source): planned once in `offsets/`, done once in `commits/`."""
+    return Batches(
+        lambda: batch_ids(checkpoint, "offsets"),
+        lambda batch: batch in batch_ids(checkpoint, "commits"),
+    )
+
+
+def files_batches(checkpoint: Path, output_dir: Path) -> Batches:
+    """The DStream files source's batches that read files: planned once their
+    `input-files/` entry is written (when the batch is generated), done once the files
+    sink's output of that batch time is complete."""
+
+    def done(batch: int) -> bool:
+        kinds = (TOTALS, DELTA, WINDOW)
+        return any((output_dir / totals_name(batch, k) / SUCCESS_MARKER).exists() for k in kinds)
+
+    return Batches(lambda: batch_ids(checkpoint, INPUT_FILES_DIR), done)
+
+
+def micro_batch_that_read(checkpoint: Path, name: str) -> int | None:
+    """The micro-batch of a structured files query (its checkpoint) that read input file
+    `name`, None before one did: by the file source's `sources/0/` log and the offsets log."""
+    fs, query = LocalFs(), str(checkpoint)
+    for batch_id in sorted(batch_ids(checkpoint, "offsets")):
+        entry = offsets_entry(fs, query, batch_id)
+        position = log_offset(entry.sources[0]) if entry is not None else -1
+        if position >= 0 and name in files_up_to(fs, query, position):
+            return batch_id
+    return None
+
+
+def wait_window_past(
+    checkpoint: Path, name: str, slide_ms: int, app: App | None = None, timeout: float = 180
+) -> None:
+    """Wait until a structured files query (its checkpoint) has read file `name` and the
+    clock is past the end of the first window that holds it (windows every `slide_ms`, by
+    the micro-batch's time): input moved in now falls in a later window."""
+
+    def read() -> tuple[int] | None:  # a tuple: micro-batch 0 is one
+        batch_id = micro_batch_that_read(checkpoint, name)
+        return None if batch_id is None else (batch_id,)
+
+    [batch_id] = wait_for(f"the query reading {name}", read, timeout, app)
+    stamp = batch_timestamp(LocalFs(), str(checkpoint), batch_id)
+    assert stamp is not None
+    ends = (stamp // slide_ms + 1) * slide_ms
+    wait_for("the clock past that window's end", lambda: time.time() * 1000 >= ends, 30, app, 0.05)
+
+
+def wait_planned(
+    checkpoint: Path | Batches, known: set[int], app: App, timeout: float = 180
+) -> int:
+    """The first batch planned that is not in `known` (a checkpoint: in its offsets log),
+    polled every 2 ms (a kill right after must land before the batch commits); fails if
+    the app ends first."""
+    batches = logged_batches(checkpoint) if isinstance(checkpoint, Path) else checkpoint
+
+    def planned() -> set[int]:  # a set: batch 0 is one
+        return batches.planned() - known
+
+    return min(wait_for("a new batch planned", planned, timeout, app, 0.002))
+
+
+def wait_batch_of(
+    app: App, checkpoint: Path | Batches, add_input: Callable[[], None], timeout: float = 180
+) -> int:
+    """Add input, wait until the batch that plans it has completed, and return it: input
+    spread over batches one by one, waited for instead of slept for."""
+    batches = logged_batches(checkpoint) if isinstance(checkpoint, Path) else checkpoint
+    known = batches.planned()
+    add_input()
+    batch = wait_planned(batches, known, app, timeout)
+    wait_for(f"batch {batch} completed", lambda: batches.done(batch), timeout, app)
+    return batch
 
 
 def kill_mid_batch(
-    app: App, checkpoint: Path, add_input: Callable[[], None], tries: int = 3
+    app: App,
+    checkpoint: Path | Batches,
+    add_input: Callable[[], None],
+    tries: int = 3,
+    kill: Callable[[], None] | None = None,
 ) -> int:
-    """Add input, wait for the batch that plans it and kill -9 the app before that batch
-    commits; returns the batch (its time or micro-batch id). A batch that committed before
-    the kill could be sent is tried again with more input; a kill that lands after the
-    commit fails the test: it was not mid-batch."""
+    """Add input, wait for the batch that plans it and kill -9 the app (or call `kill`)
+    before that batch completes; returns the batch (its time or micro-batch id). A batch
+    that completed before the kill could be sent is tried again with more input; a kill
+    that lands after it completed fails the test: it was not mid-batch. `checkpoint`: a
+    checkpoint with offsets and commits logs, or the app's Batches."""
+    batches = logged_batches(checkpoint) if isinstance(checkpoint, Path) else checkpoint
     for _ in range(tries):
-        known = batch_ids(checkpoint, "offsets")
+        known = batches.planned()
         add_input()
-        batch = wait_planned(checkpoint, known, app)
-        if batch in batch_ids(checkpoint, "commits"):
+        batch = wait_planned(batches, known, app)
+        if batches.done(batch):
             continue  # done before the kill could be sent: again
-        app.kill9()
-        assert batch not in batch_ids(checkpoint, "commits"), (
-            f"the kill landed after batch {batch} committed, not mid-batch"
-        )
+        (kill or app.kill9)()
+        assert not batches.done(batch), f"the kill landed after batch {batch} completed"
         return batch
     raise AssertionError(
-        f"each of {tries} batches committed before a kill could land mid-batch:\n"
+        f"each of {tries} batches completed before a kill could land mid-batch:\n"
         + app.log()[-3000:]
     )
+
+
+def wait_all_done(app: App, batches: Batches, timeout: float = 120) -> None:
+    """Wait until every batch planned so far has completed: after a restart, the replayed
+    one that a double count would show in (a structured query runs no batch without input,
+    so there are no more batches to wait for)."""
+
+    def all_done() -> bool:
+        planned = batches.planned()
+        return bool(planned) and batches.done(max(planned))
+
+    wait_for("every planned batch completed", all_done, timeout, app)
 
 
 def wait_more_batches(app: App, n: int = 3, timeout: float = 120) -> None:
     """Wait until a DStream app has completed `n` more batches (progress lines) than now:
     the batches in which a double count would show, counted instead of slept for."""
     start = len(SCHEDULING_DELAY.findall(app.log()))
-    deadline = time.monotonic() + timeout
-    while len(SCHEDULING_DELAY.findall(app.log())) < start + n:
-        assert app.proc.poll() is None, "the app ended:\n" + app.log()[-3000:]
-        assert time.monotonic() < deadline, f"no {n} more batches within {timeout} s"
-        time.sleep(0.2)
+
+    def done() -> bool:
+        return len(SCHEDULING_DELAY.findall(app.log())) >= start + n
+
+    wait_for(f"{n} more batches completed", done, timeout, app)

@@ -12,11 +12,56 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from streaming_app.sinks.files_layout import SUCCESS_MARKER, batch_of, read_totals, read_totals_dir
 from streaming_app.tools.processes import kill_group
+
+T = TypeVar("T")
+
+
+class Process(Protocol):
+    """What a wait watches besides its condition: a process that must not end first."""
+
+    def poll(self) -> int | None: ...
+
+
+def wait_for(
+    what: str,
+    check: Callable[[], T],
+    timeout: float = 90,
+    app: App | None = None,
+    pause: float = 0.2,
+    detail: Callable[[], str] | None = None,
+    proc: Process | None = None,
+) -> T:
+    """Poll `check` every `pause` s until it returns something true, and return that.
+
+    Fails naming `what` when `timeout` s pass first, or at once when `app` (or `proc`)
+    ends first; the message ends with `detail()` (what was last seen) and the app's log.
+    The one wait of the integration tests: a test waits on a condition, never on a sleep.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        ended = [p.poll() for p in (app.proc if app else None, proc) if p is not None]
+        if any(code is not None for code in ended) or time.monotonic() >= deadline:
+            code = next((c for c in ended if c is not None), None)
+            head = (
+                f"ended (exit code {code}) while waiting for {what}"
+                if code is not None
+                else f"timed out after {timeout:g} s waiting for {what}"
+            )
+            tail = [detail()] if detail is not None else []
+            if app is not None:
+                tail.append(app.log()[-4000:])
+            raise AssertionError("\n".join([head, *tail]))
+        time.sleep(pause)
+
 
 # A small, fixed vocabulary keeps totals easy to eyeball when a test fails.
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
@@ -82,6 +127,7 @@ class EveryPause(threading.Thread):
         super().__init__(daemon=True)
         self.pause = pause
         self.written: list[str] = []
+        self.steps = 0  # writes done
         self.halt = threading.Event()
 
     def step(self) -> list[str]:
@@ -91,7 +137,14 @@ class EveryPause(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set():
             self.written.extend(self.step())
+            self.steps += 1
             self.halt.wait(self.pause)
+
+    def wait_steps(self, steps: int = 1, timeout: float = 60) -> None:
+        """Wait until `steps` more writes are done than now (input that arrived while an
+        app was down, say)."""
+        until = self.steps + steps
+        wait_for(f"{steps} more writes", lambda: self.steps >= until, timeout)
 
     def stop(self, timeout: float = 60) -> list[str]:
         """Stop after the step in progress; everything written."""
@@ -144,17 +197,9 @@ class App:
 
     def wait_for_log(self, pattern: str, timeout: float = 90) -> re.Match[str]:
         """Wait until stderr matches `pattern`; fail with the log if the process dies first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.log())
-            if match:
-                return match
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"app exited {self.proc.returncode} before {pattern!r}:\n" + self.log()[-4000:]
-                )
-            time.sleep(0.2)
-        raise AssertionError(f"no {pattern!r} within {timeout} s:\n" + self.log()[-4000:])
+        return wait_for(
+            f"{pattern!r} in its log", lambda: re.search(pattern, self.log()), timeout, self
+        )
 
     def wait_caught_up(self, timeout: float = 180, batches: int = 3) -> None:
         """Wait until the last `batches` progress lines each show a scheduling delay under 1 s.
@@ -168,11 +213,7 @@ class App:
             delays = [float(d) for d in SCHEDULING_DELAY.findall(log)]
             return len(delays) >= batches and max(delays[-batches:]) < 1
 
-        deadline = time.monotonic() + timeout
-        while not caught_up(self.log()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("the app did not catch up:\n" + self.log()[-4000:])
-            time.sleep(0.5)
+        wait_for("the app to catch up", lambda: caught_up(self.log()), timeout, self, 0.5)
 
     def kill9(self) -> None:
         """SIGKILL the driver and its JVM (the whole session) at once, then reap them."""
@@ -234,27 +275,40 @@ def assert_no_password_at_rest(
         assert [n for n, p in enumerate(passwords) if p in output] == []
 
 
+def wait_for_totals_of(
+    what: str,
+    read: Callable[[], dict[str, Any]],
+    expected: dict[str, Any],
+    app: App | None = None,
+    timeout: float = 90,
+) -> dict[str, Any]:
+    """Poll `read` (totals by key) until it returns `expected`; fail naming `what`, with
+    the totals that differ as (seen, expected) by key."""
+    seen: dict[str, Any] = {}
+
+    def reached() -> bool:
+        nonlocal seen
+        seen = read()
+        return seen == expected
+
+    def differ() -> str:
+        keys = set(seen) | set(expected)
+        diff = {k: (seen.get(k), expected.get(k)) for k in keys if seen.get(k) != expected.get(k)}
+        return f"totals differ (seen, expected): {diff}"
+
+    wait_for(what, reached, timeout, app, 0.3, differ)
+    return seen
+
+
 def wait_for_totals(
     output_dir: Path, expected: dict[str, int], app: App | None = None, timeout: float = 90
 ) -> dict[str, int]:
     """Poll `streaming-app totals`' data until it equals `expected`; fail with the last seen."""
-    deadline = time.monotonic() + timeout
-    seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        if output_dir.exists():
-            _, seen = read_totals(str(output_dir))
-            if seen == expected:
-                return seen
-        if app is not None and app.proc.poll() is not None:
-            break
-        time.sleep(0.3)
-    diff = {
-        w: (seen.get(w), expected.get(w))
-        for w in set(seen) | set(expected)
-        if seen.get(w) != expected.get(w)
-    }
-    log = app.log()[-4000:] if app else ""
-    raise AssertionError(f"totals differ (seen, expected): {diff}\n{log}")
+
+    def read() -> dict[str, Any]:
+        return read_totals(str(output_dir))[1] if output_dir.exists() else {}
+
+    return wait_for_totals_of("the expected totals", read, expected, app, timeout)
 
 
 def cli_totals(workdir: Path, output_dir: Path, name: str) -> dict[str, int]:

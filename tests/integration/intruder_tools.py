@@ -16,12 +16,12 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from tests.integration.cluster_helpers import ROOT, SPARK_HOME
+from tests.integration.harness import wait_for
 from tests.integration.netns import Host, Network
 
 ATTEMPT_TIMEOUT = 150  # an application the master never answers gives up after 3 x 20 s
@@ -42,11 +42,11 @@ class Capture:
                 start_new_session=True,
             )  # fmt: skip
         network.processes.append(self.proc)  # killed by the network at the end, whatever
-        deadline = time.monotonic() + 30
-        while b"listening on br0" not in self.err.read_bytes():
-            assert self.proc.poll() is None, self.err.read_text()
-            assert time.monotonic() < deadline, "tcpdump did not start"
-            time.sleep(0.1)
+
+        def listening() -> bool:
+            return b"listening on br0" in self.err.read_bytes()
+
+        wait_for("tcpdump listening", listening, 30, None, 0.1, self.err.read_text, self.proc)
 
     def stop(self) -> bytes:
         """Stop the capture (SIGINT: tcpdump writes what it holds); the pcap file's bytes."""
@@ -153,15 +153,16 @@ class Intruder:
     def first_json(self, label: str, timeout: float) -> Any:
         """A background action's first JSON line, once it has printed it (it runs on)."""
         proc, out = self.started[label]
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def json_lines() -> list[str]:
             text = out.read_text("utf-8", errors="replace")
-            lines = [line for line in text.splitlines() if line.startswith("{")]
-            if lines:
-                return json.loads(lines[0])
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{label}: no JSON line within {timeout} s:\n{text[-3000:]}")
-            time.sleep(0.5)
+            return [line for line in text.splitlines() if line.startswith("{")]
+
+        def tail() -> str:
+            return out.read_text("utf-8", errors="replace")[-3000:]
+
+        lines = wait_for(f"{label}'s first JSON line", json_lines, timeout, None, 0.5, tail, proc)
+        return json.loads(lines[0])
 
     def finish(self, label: str, timeout: float = ATTEMPT_TIMEOUT) -> tuple[int, str]:
         """Wait for a background action; its exit code and output."""

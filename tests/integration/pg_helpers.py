@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -16,6 +16,7 @@ from psycopg import sql
 from streaming_app.errors import SinkError
 from streaming_app.settings.rules import PROGRESS_SUFFIX, STAGING_SUFFIX, WINDOW_SUFFIX
 from streaming_app.sinks.postgres.writer import read_totals, redact_dsn
+from tests.integration.harness import App, wait_for_totals_of
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -94,17 +95,14 @@ def postgres_config(tmp_path: Path, dsn: str) -> Path:
 
 
 def wait_for_pg_totals(
-    dsn: str, table: str, expected: dict[str, int], timeout: float = 90
-) -> dict[str, int]:
+    dsn: str, table: str, expected: dict[str, Any], app: App | None = None, timeout: float = 120
+) -> dict[str, Any]:
     """Poll the sink's table until it holds exactly `expected`; fail with the last seen."""
-    deadline = time.monotonic() + timeout
-    seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
+
+    def read() -> dict[str, Any]:
         try:
-            seen = read_totals(dsn, table)
+            return read_totals(dsn, table)
         except SinkError:  # not created yet
-            seen = {}
-        if seen == expected:
-            return seen
-        time.sleep(0.3)
-    raise AssertionError(f"postgres totals {seen} != {expected}")
+            return {}
+
+    return wait_for_totals_of(f"the expected totals in {table}", read, expected, app, timeout)

@@ -33,6 +33,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.integration.harness import wait_for
 from tests.integration.netns import Host, pid_alive
 from tests.integration.pg_helpers import ci
 from tests.integration.tls_certs import ServerCert
@@ -105,17 +106,17 @@ class PgHost:
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                psycopg.connect(self.local_dsn, connect_timeout=2).close()
-                break
-            except psycopg.OperationalError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("PostgreSQL did not start:\n" + self.log()) from None
-                time.sleep(0.2)
+        wait_for("PostgreSQL to answer", self._answers, timeout, proc=self.proc, detail=self.log)
         if self.password is not None:
             self.set_password(self.password)
+
+    def _answers(self) -> bool:
+        """Whether the server takes a connection (on its Unix socket)."""
+        try:
+            psycopg.connect(self.local_dsn, connect_timeout=2).close()
+        except psycopg.OperationalError:
+            return False
+        return True
 
     def _write_hba(self) -> None:
         """Trust this test's /24, or (with TLS) only TLS connections with a scram password."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from streaming_app.tools.processes import stop_group
 from tests.binaries import require
-from tests.integration.harness import free_port
+from tests.integration.harness import free_port, wait_for
 from tests.integration.netns import Host
 
 RULES = Path(__file__).resolve().parents[2] / "conf" / "prometheus" / "alerts.yml"
@@ -132,10 +132,9 @@ class Prometheus:
     def until(self, check: Callable[[], bool], what: str, timeout: float) -> float:
         """Poll `check` until it holds; the seconds it took."""
         started = time.monotonic()
-        while not check():
-            assert self.proc.poll() is None, f"Prometheus exited; its log: {self.log.name}"
-            assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
-            time.sleep(0.2)
+        wait_for(
+            what, check, timeout, proc=self.proc, detail=lambda: f"Prometheus' log: {self.log.name}"
+        )
         return time.monotonic() - started
 
     def stop(self) -> None:

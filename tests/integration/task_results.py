@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.integration.harness import wait_for
 
 
 def event_log_settings(directory: Path) -> dict[str, str]:
@@ -60,15 +61,18 @@ def received(directory: Path, job_ids: Iterable[int], timeout: float = 60) -> Re
     """What the tasks of `job_ids` (ended jobs) returned to the driver, once the event log
     holds the end of every one of them (the log is written by a listener, after the job)."""
     wanted = set(job_ids)
-    deadline = time.monotonic() + timeout
-    while True:
+    ended: set[int] = set()
+
+    def all_ended() -> list[dict[str, Any]] | None:
+        nonlocal ended
         events = _events(directory)
         ended = {e["Job ID"] for e in events if e["Event"] == "SparkListenerJobEnd"}
-        if wanted <= ended:
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"jobs {sorted(wanted - ended)} not in the event log")
-        time.sleep(0.2)
+        return events if wanted <= ended else None
+
+    def missing() -> str:
+        return f"jobs {sorted(wanted - ended)} not in the event log"
+
+    events = wait_for("the end of every job in the event log", all_ended, timeout, detail=missing)
     job_of: dict[int, int] = {}  # a stage's first job (a skipped stage runs no task again)
     for e in events:
         if e["Event"] == "SparkListenerJobStart" and e["Job ID"] in wanted:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import files_args
-from tests.integration.harness import App, drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import App, drop_file, make_text, truth, wait_for, wait_for_totals
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -136,15 +136,12 @@ def test_clean_after_two_runs_then_a_third_run_recovers(
 
 def wait_for_state_checkpoint(checkpoint: Path, known: set[str], app: App) -> None:
     """Wait until a new RDD folder holds a state checkpoint; fail if the app exits first."""
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline:
-        for name in rdd_folders(checkpoint) - known:
-            if any((checkpoint / name).glob("rdd-*/part-*")):
-                return
-        if app.proc.poll() is not None:
-            raise AssertionError(f"app exited {app.proc.returncode}:\n{app.log()[-4000:]}")
-        time.sleep(0.5)
-    raise AssertionError("no state checkpoint from the third run:\n" + app.log()[-4000:])
+
+    def written() -> bool:
+        new = rdd_folders(checkpoint) - known
+        return any(any((checkpoint / name).glob("rdd-*/part-*")) for name in new)
+
+    wait_for("a state checkpoint in a new RDD folder", written, 150, app, 0.5)
 
 
 @pytest.mark.timeout(120)

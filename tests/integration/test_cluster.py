@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from tests.integration.harness import (
     drop_file_for_next_batch,
     make_text,
     truth,
+    wait_for,
     wait_for_totals,
 )
 from tests.integration.replay_kills import kill_after_writing, logged_files, wait_replayed
@@ -35,14 +35,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield spark
     finally:
         spark.stop()
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    """Poll `check` until it holds; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)
 
 
 def totals_command(output_dir: Path) -> dict[str, int]:
@@ -119,9 +111,15 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             assert logged_files(dirs["checkpoint"], batch) == ["c1-c.txt"]
             # The master notices the driver is gone and has the worker kill its executors,
             # which frees the worker's cores for the resubmitted app.
-            wait_until(lambda: first_id not in active_apps(), "the killed app left the master")
-            wait_until(
-                lambda: not cluster.worker_json()["executors"], "the killed app's executors ended"
+            wait_for(
+                "the killed app to leave the master",
+                lambda: first_id not in active_apps(),
+                pause=0.5,
+            )
+            wait_for(
+                "the killed app's executors to end",
+                lambda: not cluster.worker_json()["executors"],
+                pause=0.5,
             )
             add("c2-while-down.txt")
 
@@ -141,7 +139,7 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
             # It really ran on the cluster: both applications registered with the master
             # and ended there, and each had an executor on the worker.
             assert f"master {cluster.master_url} comes from spark-submit" in app.log()
-            wait_until(lambda: not active_apps(), "the stopped app left the master")
+            wait_for("the stopped app to leave the master", lambda: not active_apps(), pause=0.5)
             completed = {a["id"]: a for a in cluster.master_json()["completedapps"]}
             for app_id in (first_id, second_id):
                 assert completed[app_id]["name"] == "streaming-app", completed

@@ -17,7 +17,6 @@ import random
 import re
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -37,6 +36,7 @@ from tests.integration.harness import (
     make_text,
     output_without_traces,
     truth,
+    wait_for,
     wait_for_totals,
 )
 from tests.integration.kafka_helpers import fresh_topic
@@ -107,19 +107,9 @@ class Counted(EveryPause):
 
     def wait_growth_after(self, moment: float, timeout: float = 300) -> float:
         """Wait for new records counted after `moment`; seconds from `moment` to them."""
-        deadline = time.monotonic() + timeout
-        while (seconds := self.growth_after(moment)) is None:
-            assert time.monotonic() < deadline, f"no new records counted within {timeout} s"
-            time.sleep(0.25)
-        return seconds
-
-
-def wait_until(what: str, check: Callable[[], object], timeout: float, pause: float = 0.5) -> None:
-    """Poll `check` until it returns something true; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(pause)
+        return wait_for(
+            "new records counted", partial(self.growth_after, moment), timeout, pause=0.25
+        )
 
 
 def progress(app: SubmittedApp) -> list[str]:
@@ -149,7 +139,7 @@ def wait_caught_up(app: SubmittedApp, seen: int, timeout: float = 240) -> None:
         delays = [seconds(SCHEDULING_DELAY, line) for line in progress(app)[seen:]]
         return len(delays) >= 3 and max(delays[-3:]) < 1
 
-    wait_until("caught up", caught_up, timeout)
+    wait_for("caught up", caught_up, timeout, pause=0.5)
 
 
 def pids_on(host: Host) -> list[str]:
@@ -254,14 +244,17 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
             scene.rounds.start()
             scene.counted.start()
             for name in cluster.workers:
-                wait_until(f"a task on {name}", partial(cluster.ran_a_task, name), 120)
+                wait_for(f"a task on {name}", partial(cluster.ran_a_task, name), 120, pause=0.5)
 
             # 1. wb cut for good: the master drops it, and wa takes over its work.
             scene.steady()
             cut = scene.event("wb cut")
             network.cut(hosts["wb"])
-            wait_until(
-                "wb dropped", lambda: hosts["wb"].address not in cluster.alive_workers(), 300
+            wait_for(
+                "wb dropped",
+                lambda: hosts["wb"].address not in cluster.alive_workers(),
+                300,
+                pause=0.5,
             )
             dropped = time.monotonic()
             scene.figures["wb: cut -> dropped by the master"] = dropped - cut
@@ -269,7 +262,7 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
 
             # 2. wa, the one worker left, cut while a task runs on it, then healed.
             scene.steady()
-            wait_until("a task running on wa", partial(cluster.running_tasks, "wa"), 120, 0.02)
+            wait_for("a task running on wa", partial(cluster.running_tasks, "wa"), 120, pause=0.02)
             before = progress_lines(app)
             cut, healed = scene.cut_and_heal("wa", faults.worker_cut)
             early = scene.counted.growth_after(cut)
@@ -278,7 +271,9 @@ def test_workers_and_the_driver_cut_off_while_records_arrive(
             scene.recovered("wa: heal -> new records", healed)
             # The batch in flight (or the next one, had it just ended) waited out the cut.
             # Its output can be read before Spark's listener has logged its progress line.
-            wait_until("a progress line after the cut", lambda: progress_lines(app) > before, 60)
+            wait_for(
+                "a progress line after the cut", lambda: progress_lines(app) > before, 60, pause=0.5
+            )
             longest = max(seconds(PROCESSING, line) for line in progress(app)[before:])
             assert longest >= faults.worker_cut - BATCH_SECONDS, longest
 

@@ -29,12 +29,12 @@ from streaming_app.settings.rules import STAGING_SUFFIX
 from tests.integration.cluster_helpers import SubmittedApp
 from tests.integration.cluster_hosts import HostCluster, submit_args
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.netns import Host, Network
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 from tests.integration.pg_host import pg_on
-from tests.integration.test_cluster_partition import pids_on, wait_until
+from tests.integration.test_cluster_partition import pids_on
 from tests.integration.test_postgres_staging import rows_held, sessions_waiting, staged_rows
 from tests.integration.test_structured_postgres import recorded_batch, structured_pg_args
 
@@ -91,10 +91,11 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                 with rows_held(server.local_dsn, TABLE + STAGING_SUFFIX):
                     texts.append(make_text(rng, 40))
                     drop_file(dirs["input"], "b.txt", texts[-1].encode())
-                    wait_until(
+                    wait_for(
                         "a task held in its COPY",
                         lambda: sessions_waiting(server.local_dsn, EXECUTOR, "advisory"),
                         120,
+                        pause=0.5,
                     )
                     waiting = sessions_waiting(server.local_dsn, EXECUTOR, "advisory")
                     held = {str(address) for _, address in waiting}
@@ -103,10 +104,11 @@ def test_two_workers_stage_into_a_server_of_its_own_and_a_killed_executor_loses_
                     assert kill_executor(hosts[victim]) >= 2  # the JVM, a Python worker
                 # Its rows let through, the server finds the killed task's connection gone
                 # and rolls its transaction back: its sessions end.
-                wait_until(
+                wait_for(
                     "end of the killed executor's sessions",
                     lambda: not killed & backends(server.local_dsn),
                     120,
+                    pause=0.5,
                 )
                 # b.txt's batch exact by itself: the next batch writes again the total of
                 # every word it changes (c.txt has them all), which would hide a partition
@@ -182,11 +184,11 @@ def test_the_structured_engine_on_two_workers_into_postgres_through_a_driver_kil
                 # it, before PostgreSQL has it.
                 texts.append(make_text(rng, 20))
                 drop_file(dirs["input"], "b.txt", texts[-1].encode())
-                wait_until(
+                wait_for(
                     "the micro-batch of b.txt in flight",
                     lambda: in_flight(checkpoint, "b.txt", server.local_dsn, TABLE) is not None,
                     240,
-                    0.01,
+                    pause=0.01,
                 )
                 app.kill9()
                 killed = in_flight(checkpoint, "b.txt", server.local_dsn, TABLE)

@@ -21,8 +21,8 @@ import pytest
 
 from tests.integration.cluster_helpers import ROOT, Cluster, SubmittedApp
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
-from tests.integration.test_cluster import totals_command, wait_until
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
+from tests.integration.test_cluster import totals_command
 from tests.secrets_scan import find_secrets
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(540)]
@@ -132,7 +132,11 @@ def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere
         wait_for_totals(dirs["output"], truth(texts), app, timeout=180)
         no_secret_in_any_command_line()
         assert app.terminate() == 0, app.log()[-4000:]
-        wait_until(lambda: not cluster.master_json()["activeapps"], "the app left the master")
+        wait_for(
+            "the app to leave the master",
+            lambda: not cluster.master_json()["activeapps"],
+            pause=0.5,
+        )
     cluster.stop()
 
     # 2. A new secret, from a file, for the daemons and the app; the same checkpoint.
@@ -218,6 +222,10 @@ def test_each_way_the_secret_reaches_the_driver_works_on_its_own(
             assert app.terminate() == 0, app.log()[-4000:]
             stderr = [p.read_text() for p in (cluster.work_dir / registered["id"]).glob("*/stderr")]
             assert any("Finished task" in text for text in stderr), (way, cluster.logs())
-            wait_until(lambda: not cluster.master_json()["activeapps"], "the app left the master")
+            wait_for(
+                "the app to leave the master",
+                lambda: not cluster.master_json()["activeapps"],
+                pause=0.5,
+            )
     assert totals_command(dirs["output"]) == truth(texts)
     assert find_secrets([dirs["checkpoint"], *sorted(tmp_path.glob("*.log"))], [secret]) == []

@@ -33,10 +33,11 @@ from tests.integration.harness import (
     make_text,
     output_without_traces,
     truth,
+    wait_for,
     wait_for_totals,
 )
 from tests.integration.netns import Network
-from tests.integration.test_cluster_partition import pids_on, wait_until
+from tests.integration.test_cluster_partition import pids_on
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 # The master's worker timeout (Spark's default: 60 s). A worker heartbeats every quarter
@@ -101,14 +102,19 @@ def test_a_worker_cut_until_its_executor_is_lost_then_healed_loses_nothing(
             wait_for_totals(dirs["output"], truth(texts), app, timeout=180)
             # The state's four partitions are spread over both workers' executors.
             for name in cluster.workers:
-                wait_until(f"a task on {name}", partial(cluster.ran_a_task, name), 120)
+                wait_for(f"a task on {name}", partial(cluster.ran_a_task, name), 120, pause=0.5)
 
             # wb cut off with a file to count: the batch waits for wb's state partitions
             # until the master drops wb and the driver reruns its tasks on wa.
             network.cut(hosts["wb"])
             cut = time.monotonic()
             add("b-while-cut.txt")
-            wait_until("wb dropped by the master", lambda: wb not in cluster.alive_workers(), 180)
+            wait_for(
+                "wb dropped by the master",
+                lambda: wb not in cluster.alive_workers(),
+                180,
+                pause=0.5,
+            )
             dropped = time.monotonic()
             lost = rf"Lost executor \d+ on {re.escape(wb)}: {LOST_REASON}"
             app.wait_for_log(lost, timeout=90)
@@ -121,11 +127,12 @@ def test_a_worker_cut_until_its_executor_is_lost_then_healed_loses_nothing(
             # the scheduler's choice: the state's partitions are cached on wa now.)
             before = executors_on(cluster, "wb")
             network.heal(hosts["wb"])
-            wait_until("wb ALIVE again", lambda: wb in cluster.alive_workers(), 120)
-            wait_until(
+            wait_for("wb ALIVE again", lambda: wb in cluster.alive_workers(), 120, pause=0.5)
+            wait_for(
                 "a new executor on wb registered with the driver",
                 lambda: registered(executors_on(cluster, "wb") - before),
                 180,
+                pause=0.5,
             )
             add("c-after-heal.txt")
             wait_for_totals(dirs["output"], truth(texts), app, timeout=120)

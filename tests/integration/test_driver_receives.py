@@ -21,7 +21,6 @@ import os
 import random
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -35,7 +34,10 @@ from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.sinks.files_layout import WINDOW, read_totals, totals_name
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.state.buckets import by_bucket, merge_parts, next_state
+from streaming_app.structured.windows import WINDOW_QUERY
+from tests.integration.batch_waits import wait_window_past
 from tests.integration.driver_spy import Spy, spy_on
+from tests.integration.harness import wait_for
 from tests.integration.task_results import event_log_settings, received
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -50,6 +52,7 @@ KEYS = 4000  # keys a batch changes
 VALUE_BYTES = 6 * 1024
 TOP_N = 3
 BATCH_MS = 1000
+WINDOW_MS = 2000  # the structured test's window
 
 
 @pytest.fixture
@@ -179,14 +182,6 @@ def test_the_dstream_sinks_bring_no_rows_to_the_driver(
     assert spy.calls  # the spy saw the sinks' small jobs
 
 
-def _wait(what: str, check: Any, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s")
-        time.sleep(0.5)
-
-
 def test_the_structured_sinks_bring_no_rows_to_the_driver(
     spark: Any,
     spy: Spy,
@@ -203,6 +198,7 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
 
     table = f"{pg_schema}.wc"
     inputs, out = tmp_path / "in", tmp_path / "out"
+    windows = tmp_path / "ckpt" / WINDOW_QUERY  # the window query's checkpoint
     inputs.mkdir()
     config = load_config(
         env={},
@@ -216,7 +212,7 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             "postgres_table": table,
             "postgres_dsn": pg_dsn,
             "batch_interval": "1",
-            "window": "2",
+            "window": str(WINDOW_MS // 1000),
             "top_n": str(TOP_N),
             "snapshot_interval": "2",
         },
@@ -233,10 +229,11 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             temp.write_text("\n".join(_lines(words)) + "\n")
             temp.rename(inputs / f"f{round_no}.txt")
             expected = dict(totals)
-            _wait(f"round {round_no}", partial(_pg_reached, pg_dsn, table, expected))
-            time.sleep(1.5)  # the next round in a later window
-        _wait("a window in files", lambda: list(out.glob("window-*")))
-        _wait("a window in postgres", lambda: _pg_totals(pg_dsn, table, True))
+            reached = partial(_pg_reached, pg_dsn, table, expected)
+            wait_for(f"round {round_no} in postgres", reached, 180, pause=0.5)
+            wait_window_past(windows, f"f{round_no}.txt", WINDOW_MS)  # the next in a later one
+        wait_for("a window in files", lambda: list(out.glob("window-*")), 180, pause=0.5)
+        wait_for("a window in postgres", lambda: _pg_totals(pg_dsn, table, True), 180, pause=0.5)
     finally:
         for query in queries:
             query.stop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,9 @@ from psycopg import sql
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.snapshots import latest_snapshot
 from streaming_app.settings.rules import PROGRESS_SUFFIX
+from tests.integration.batch_waits import wait_more_batches
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import cli_totals, truth, wait_for_totals
+from tests.integration.harness import cli_totals, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
 from tests.integration.pg_helpers import postgres_config
 from tests.integration.test_structured_kafka import Producer, lines_of
@@ -48,14 +48,14 @@ def tables(pg_dsn: str) -> Iterator[list[str]]:
 def wait_for_snapshot_of(app: Any, checkpoint: Path, lines: list[str]) -> Path:
     """Wait until the app's newest snapshot holds exactly the totals of `lines`; its path."""
     expected = truth(lines)
-    deadline = time.monotonic() + 120
-    while True:
+
+    def of_every_line() -> Path | None:
         found = latest_snapshot(LocalFs(), str(checkpoint / "snapshots"))
         if found is not None and snapshot_content(Path(found[0]))[1] == expected:
             return Path(found[0])
-        assert time.monotonic() < deadline, "no snapshot of every line:\n" + app.log()[-3000:]
-        assert app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.5)
+        return None
+
+    return wait_for("a snapshot of every line", of_every_line, 120, app, 0.5)
 
 
 def test_a_move_to_the_structured_engine_and_back_is_exact(
@@ -173,7 +173,7 @@ def test_dstreams_to_structured_and_back_exact_in_files_and_postgres(
         manifest = json.loads((Path(seeded) / "manifest.json").read_text())
         assert manifest["engine"] == "structured" and manifest["words"] > 0
         back.wait_for_log(r"Started new streaming context|Recovered streaming context")
-        time.sleep(3)
+        wait_more_batches(back)  # batches of the restored run while records arrive
     finally:
         sent += producer.stop()
     expected = truth(sent)

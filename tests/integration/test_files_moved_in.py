@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.cluster_helpers import ROOT, SPARK_HOME, Cluster, SubmittedApp, script_env
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.log_lines import CONTEXT_STARTED, QUERY_STARTED
 from tests.integration.test_structured_engine import structured_args
 
@@ -138,10 +138,11 @@ def test_dstream_counts_files_moved_in_with_a_modification_time_two_hours_old_on
     drop_file(dirs["input"], "fresh.txt", texts[0].encode())
     wait_for_totals(dirs["output"], truth(texts), app)
     log_dir = dirs["checkpoint"] / "input-files"
-    deadline = time.monotonic() + 90
-    while any("present-at-start" in read_or_empty(p) for p in log_dir.glob("[0-9]*")):
-        assert time.monotonic() < deadline and app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.2)
+
+    def start_entry_pruned() -> bool:
+        return not any("present-at-start" in read_or_empty(p) for p in log_dir.glob("[0-9]*"))
+
+    wait_for("the start's entry pruned", start_entry_pruned, 90, app)
     texts += drop_late(dirs["input"], rng, "before-kill.txt")
     app.wait_for_log(r"source: before-kill\.txt in \S+ was moved in with a modification time")
     app.kill9()

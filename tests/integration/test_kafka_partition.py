@@ -13,13 +13,21 @@ import random
 import re
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streaming_app.sinks.files_layout import read_totals
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import make_text, output_without_traces, truth, wait_for_totals
+from tests.integration.harness import (
+    make_text,
+    output_without_traces,
+    truth,
+    wait_for,
+    wait_for_totals,
+)
 from tests.integration.kafka_helpers import fresh_topic
 from tests.integration.kafka_host import PORT, produce_command, start_broker
 from tests.integration.netns import Host, Network
@@ -42,6 +50,12 @@ def hosts_and_first_records(
     sent = producer.run(produce_command(bootstrap, topic, tmp_path / "first.txt", 0))
     assert sent.returncode == 0, sent.stderr
     return producer, app_host, bootstrap, topic, texts
+
+
+def more_counted(output_dir: Path, first: str) -> bool:
+    """Whether the totals count more words than the text `first` holds."""
+    _, totals = read_totals(str(output_dir))
+    return sum(totals.values()) > len(first.split())
 
 
 def start_producing(
@@ -84,7 +98,10 @@ def test_the_apps_link_cut_while_records_arrive(
 
     text, sending = start_producing(producer, tmp_path, rng, bootstrap, topic, lines)
     texts.append(text)
-    time.sleep(3)
+    # Records arriving and counted when the link is cut: a live stream is cut.
+    wait_for(
+        "records sent now counted", partial(more_counted, dirs["output"], texts[0]), 60, supervisor
+    )
     network.cut(app_host)
     time.sleep(cut_for)
     network.heal(app_host)
@@ -139,7 +156,10 @@ def test_a_cut_longer_than_kafka_give_up_after_ends_the_run_and_supervise_resume
 
     text, sending = start_producing(producer, tmp_path, rng, bootstrap, topic, 150)  # 15 s
     texts.append(text)
-    time.sleep(3)
+    # Records arriving and counted when the link is cut: a live stream is cut.
+    wait_for(
+        "records sent now counted", partial(more_counted, dirs["output"], texts[0]), 60, supervisor
+    )
     network.cut(app_host)
     cut = time.monotonic()
     crashed = rf"(?s)(driver crashed \(exit code 1\); restarting.*){{{crashes}}}"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import random
 import re
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import make_text, truth, wait_for_totals
+from tests.integration.harness import make_text, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import (
     assert_log_contiguous,
     committed_offsets,
@@ -28,10 +28,16 @@ pytestmark = pytest.mark.timeout(420)
 
 def wait_for_batches(checkpoint: Path, n: int, app: Any, timeout: float = 90) -> None:
     """Wait until the commit log holds n batches."""
-    deadline = time.monotonic() + timeout
-    while len(log_entries(checkpoint, "commits")) < n:
-        assert time.monotonic() < deadline and app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.1)
+
+    def committed() -> bool:
+        return len(log_entries(checkpoint, "commits")) >= n
+
+    wait_for(f"{n} batches in the commit log", committed, timeout, app, 0.1)
+
+
+def group_at(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> bool:
+    """Whether the group's committed offsets of `topic` are `ends`."""
+    return bool(committed_offsets(bootstrap, group, topic) == ends)
 
 
 def lines_of(rng: random.Random, n: int) -> list[str]:
@@ -60,10 +66,8 @@ def test_exact_totals_odd_values_and_group_commit(
     assert "empty=2" in log and "oversize=1" in log and "replaced=2" in log
     # The group sees the processed offsets: lag tools show no lag.
     ends = end_offsets(kafka_bootstrap, topic)
-    deadline = time.monotonic() + 30
-    while committed_offsets(kafka_bootstrap, group, topic) != ends:
-        assert time.monotonic() < deadline, committed_offsets(kafka_bootstrap, group, topic)
-        time.sleep(0.5)
+    at_end = partial(group_at, kafka_bootstrap, group, topic, ends)
+    wait_for("the group's offsets at the end", at_end, 30, app, 0.5)
     assert app.terminate() == 0
     assert_log_contiguous(dirs["checkpoint"])
     assert "Traceback" not in app.log()

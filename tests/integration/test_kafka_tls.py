@@ -12,7 +12,6 @@ import socket
 import ssl
 import struct
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.integration.harness import (
     output_without_traces,
     text_lines,
     truth,
+    wait_for,
     wait_for_totals,
 )
 from tests.integration.kafka_helpers import committed_offsets, end_offsets, fresh_topic
@@ -89,13 +89,15 @@ def _wait_group_reached(
     """Wait until the group's committed offsets reach `ends` (default: the topic's end)."""
     connection = tls.connection()
     ends = ends or end_offsets(connection, topic)
-    deadline = time.monotonic() + 30
-    while True:
+    committed: dict[int, int | None] = {}
+
+    def reached() -> bool:
+        nonlocal committed
         committed = committed_offsets(connection, group, topic)
-        if all((committed.get(p) or 0) >= end for p, end in ends.items()):
-            return
-        assert time.monotonic() < deadline, (committed, ends)
-        time.sleep(0.5)
+        return all((committed.get(p) or 0) >= end for p, end in ends.items())
+
+    what = "the group's offsets at the ends"
+    wait_for(what, reached, 30, pause=0.5, detail=lambda: f"committed {committed}, ends {ends}")
 
 
 PASSWORDS = [KEY_PASSWORD, ROTATED_PASSWORD, SASL_PASSWORD]

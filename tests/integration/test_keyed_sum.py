@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
+from tests.integration.batch_waits import files_batches, kill_mid_batch, wait_more_batches
 from tests.integration.conftest import files_args, kafka_args
 from tests.integration.harness import drop_file, wait_for_totals, window_outputs
 from tests.integration.kafka_helpers import fresh_topic, log_entries, read_by_offset, send
@@ -74,16 +74,16 @@ def test_keyed_sum_is_exact_across_kill_9_and_skips_bad_rows(
     assert "customerId empty=1" in warning.group(2)
     assert "'9,c1,item'" in app.log()  # a sample of what was skipped
 
-    add("s2.csv", 80)
-    time.sleep(rng.uniform(0.2, 1.5))
-    app.kill9()
+    # Kill -9 mid-batch (checked): the batch that read a new file planned, its output not done.
+    batches = files_batches(dirs["checkpoint"], dirs["output"])
+    kill_mid_batch(app, batches, lambda: add(f"s2-{next_id}.csv", 80))
     add("s3-while-down.csv", 30)
     app = start_app(*args)
     app.wait_for_log(r"Recovered streaming context from checkpoint")
     add("s4.csv", 40)
     expected = expected_sums(pairs)
     wait_for_totals(dirs["output"], expected, app)
-    time.sleep(3)  # more batches: a replay would double the sums now
+    wait_more_batches(app)  # more batches: a replay would double the sums now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
     assert app.terminate() == 0
 

@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -38,6 +38,7 @@ from tests.integration.harness import (
     make_text,
     output_without_traces,
     truth,
+    wait_for,
 )
 from tests.integration.netns import Host, Network
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
@@ -63,15 +64,6 @@ def app_args(
     return files_args(
         dirs, "--sink", "postgres", "--postgres-table", TABLE, "--config", str(config)
     )  # fmt: skip
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    """Poll `check` every 50 ms until it is true; fail naming `what` if it never is."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {timeout} s")
-        time.sleep(0.05)
 
 
 def progress_ms(server: PgHost) -> int:
@@ -237,9 +229,9 @@ def hold_the_commit_of_a_file(
     for attempt in range(tries):
         batch = words.add_for_next_batch(f"2-{attempt}.txt")
         reached = partial(progress_reached, server, batch - 1000)
-        wait_until("commit of the batch before", reached)
+        wait_for("commit of the batch before", reached, pause=0.05)
         hold.hold()
-        wait_until("a COMMIT held", lambda: app_waits(server, hold.waiting), 30)
+        wait_for("a COMMIT held", lambda: app_waits(server, hold.waiting), 30, pause=0.05)
         if progress_ms(server) == batch - 1000:
             return batch
         hold.release()
@@ -272,10 +264,12 @@ def test_a_cut_during_commit_is_decided_from_the_progress_row(
     time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
     if heal_first:  # the retry reads the progress row under its lock: after the COMMIT ends
         network.heal(db_host)
-        wait_until("the retry waiting for the row's lock", lambda: app_waits(server, LOCK))
+        wait_for(
+            "the retry waiting for the row's lock", lambda: app_waits(server, LOCK), pause=0.05
+        )
         assert progress_ms(server) == batch - 1000
     hold.release()  # the server finishes the commit
-    wait_until("the held commit", lambda: progress_ms(server) >= batch, timeout=30)
+    wait_for("the held commit", lambda: progress_ms(server) >= batch, timeout=30, pause=0.05)
     recovery = scene.heal(words, then="3.txt")
     assert app.terminate() == 0
     output = output_without_traces(app)
@@ -302,7 +296,7 @@ def test_a_cut_during_a_commit_that_never_commits_is_written_again(scene: Scene)
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 f" WHERE application_name = 'streaming-app' AND {ADVISORY}"
             )
-        wait_until("the held session to end", lambda: not app_waits(server, ADVISORY), 30)
+        wait_for("the held session to end", lambda: not app_waits(server, ADVISORY), 30, pause=0.05)
         hold.release()
         assert progress_ms(server) == batch - 1000  # rolled back
         time.sleep(max(0.0, cut + 10 - time.monotonic()))  # a cut of 10 s
@@ -330,7 +324,7 @@ def test_a_cut_between_commits_is_retried_and_exact(
     words = scene.start(31, dsn_options=dsn_options)
     app = scene.app
     committed = progress_ms(server)
-    wait_until("the next commit", lambda: progress_ms(server) > committed)
+    wait_for("the next commit", lambda: progress_ms(server) > committed, pause=0.05)
     network.cut(db_host)  # just after a commit: the next batch finds the link gone
     cut = time.monotonic()
     words.add("2.txt")
@@ -410,5 +404,5 @@ def test_a_session_whose_client_vanished_mid_transaction_ends_soon_after_the_hea
     kill_group(holder)  # the attempt, gone: nothing more reaches the server from it
     network.heal(db_host)
     healed = time.monotonic()
-    wait_until("the server to end the session", lambda: not app_waits(server, "true"), 30)
+    wait_for("the server to end the session", lambda: not app_waits(server, "true"), 30, pause=0.05)
     print(f"the vanished client's session ended {time.monotonic() - healed:.1f} s after heal")

@@ -15,7 +15,7 @@ import pytest
 
 from streaming_app.sinks.postgres.stream import WINDOW, configure_postgres, writer_for
 from streaming_app.sinks.postgres.writer import read_progress, read_totals
-from tests.integration.test_postgres_partition import wait_until
+from tests.integration.harness import wait_for
 from tests.integration.test_postgres_staging import rows_held, sessions_waiting
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -44,9 +44,10 @@ def test_the_window_query_commits_while_the_totals_query_is_inside_its_transacti
     totals, window = writer_for(table), writer_for(table, query=WINDOW)
     with rows_held(pg_dsn, table):
         merging, merged = in_thread(lambda: totals.write_batch(1000, [("a", 1), ("b", 2)]))
-        wait_until(
+        wait_for(
             "the totals' merge held inside its transaction",
             lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"),
+            pause=0.05,
         )
         writing, written = in_thread(lambda: window.write_window(2000, [("w", 3)]))
         writing.join(timeout=30)

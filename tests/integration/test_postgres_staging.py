@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import random
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,10 +28,9 @@ from psycopg import sql
 
 from streaming_app.settings.rules import STAGING_SUFFIX
 from tests.integration.conftest import files_args
-from tests.integration.harness import App, drop_file, make_text, truth
+from tests.integration.harness import App, drop_file, make_text, truth, wait_for
 from tests.integration.log_lines import CONTEXT_RECOVERED, CONTEXT_STARTED
 from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
-from tests.integration.test_postgres_partition import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 HOLD_KEY = 43
@@ -146,7 +145,11 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     # The driver killed between the two steps: the rows staged, the merge held.
     with rows_held(pg_dsn, table):
         run.add("b.txt")
-        wait_until("the merge held", lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"))
+        wait_for(
+            "the merge held",
+            lambda: sessions_waiting(pg_dsn, "streaming-app", "advisory"),
+            pause=0.05,
+        )
         assert staged_rows(pg_dsn, table) > 0
         app.kill9()
     assert staged_rows(pg_dsn, table) > 0  # left by the crash, until the batch is merged
@@ -159,9 +162,10 @@ def test_kill_9_of_the_driver_between_staging_and_merge_and_of_the_executors_mid
     # The executors' Python workers killed while their tasks are inside their COPY.
     with rows_held(pg_dsn, table + STAGING_SUFFIX):
         run.add("d.txt")
-        wait_until(
+        wait_for(
             "a task held in its COPY",
             lambda: sessions_waiting(pg_dsn, "streaming-app executor", "advisory"),
+            pause=0.05,
         )
         workers = python_workers(app)
         assert workers, "no Python worker of the app found"
@@ -191,14 +195,6 @@ def progress_locked(dsn: str, table: str) -> psycopg.Connection[Any]:
     return conn
 
 
-def until(app: App, what: str, check: Callable[[], object], timeout: float = 180) -> None:
-    """wait_until, failing with the app's log (a batch waits behind those before it)."""
-    try:
-        wait_until(what, lambda: bool(check()), timeout)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}:\n{app.log()[-3000:]}") from None
-
-
 def test_staged_rows_emptied_between_staging_and_merge_are_staged_again(
     dirs: dict[str, Path], start_app: Any, tmp_path: Path, pg_dsn: str, pg_schema: str
 ) -> None:
@@ -210,11 +206,11 @@ def test_staged_rows_emptied_between_staging_and_merge_are_staged_again(
     with rows_held(pg_dsn, table + STAGING_SUFFIX):
         run.add("b.txt")
         waiting = partial(sessions_waiting, pg_dsn, "streaming-app executor", "advisory")
-        until(app, "b.txt's batch held in its COPY", waiting)
+        wait_for("b.txt's batch held in its COPY", waiting, 180, app, 0.05)
         lock = progress_locked(pg_dsn, table)
     with lock:
         waiting = partial(sessions_waiting, pg_dsn, "streaming-app", "transactionid")
-        until(app, "the merge waiting for the progress row", waiting)
+        wait_for("the merge waiting for the progress row", waiting, 180, app, 0.05)
         staging = sql.Identifier(pg_schema, "wc" + STAGING_SUFFIX)
         emptied = lock.execute(sql.SQL("DELETE FROM {}").format(staging)).rowcount
         assert emptied > 0  # b.txt's rows, staged and committed by the tasks

@@ -19,6 +19,7 @@ from streaming_app.errors import SinkError, StopRequestedError
 from streaming_app.sinks.postgres.staging import copy_rows
 from streaming_app.sinks.postgres.writer import PostgresWriter, read_progress, read_totals
 from tests.integration import pg_helpers
+from tests.integration.harness import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 pg_dsn = pg_helpers.pg_dsn
@@ -250,11 +251,12 @@ def test_an_unreachable_server_is_retried_until_stopped(
     thread = threading.Thread(target=write)
     with caplog.at_level(logging.WARNING):
         thread.start()
-        deadline = time.monotonic() + 30
-        while caplog.text.count("failed (attempt") < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-        thread.join(timeout=30)
+        try:
+            attempts = "failed (attempt"
+            wait_for("3 failed attempts", lambda: caplog.text.count(attempts) >= 3, 30, pause=0.05)
+        finally:
+            stop.set()
+            thread.join(timeout=30)
     assert not thread.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], StopRequestedError), outcome
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -5,7 +5,6 @@ stopped; bad values counted by reason; both engines."""
 from __future__ import annotations
 
 import random
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import free_port, make_text
+from tests.integration.harness import free_port, make_text, wait_for
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send, send_raw
 from tests.integration.prometheus_server import Prometheus
 
@@ -80,15 +79,6 @@ def scraped_positions(prometheus: Prometheus, topic: str) -> Positions:
     return as_positions(found)
 
 
-def wait_for(check: Any, what: str, timeout: float = 150) -> Any:
-    """Poll `check` until it returns something true; return it."""
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.3)
-    return found
-
-
 @pytest.mark.parametrize("engine", sorted(ENGINE_ARGS))
 def test_lag_per_partition_is_the_brokers_latest_minus_what_was_processed(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, engine: str, tmp_path: Path
@@ -130,7 +120,7 @@ def lag_scraped(
         done = len(now) == len(ends) and all(now[p] == (end, end, 0) for p, end in ends.items())
         return now if done else None
 
-    wait_for(caught_up, "the first records all processed")
+    wait_for("the first records all processed", caught_up, 150, app, pause=0.3)
     assert app.terminate() == 0, app.log()[-3000:]
 
     # Records arrive while the app is stopped; the restart reads them 50 a batch.
@@ -143,7 +133,7 @@ def lag_scraped(
         lagging = {p: v for p, v in now.items() if v[2]}
         return now if len(lagging) == len(ends) else None
 
-    seen = wait_for(behind, "a lag on every partition after the restart")
+    seen = wait_for("a lag on every partition after the restart", behind, 150, app, pause=0.3)
     for partition, (processed, latest, lag) in seen.items():
         assert latest == ends[partition], (partition, seen, ends)
         assert lag == latest - processed > 0, (partition, seen)
@@ -154,21 +144,30 @@ def lag_scraped(
         return now if len(lagging) == len(ends) else None
 
     # Prometheus has scraped a batch of the backlog: the same arithmetic, per partition.
-    scraped = wait_for(scraped_behind, "Prometheus sees a lag on every partition", 60)
+    scraped = wait_for(
+        "Prometheus to see a lag on every partition", scraped_behind, 60, app, pause=0.3
+    )
     for partition, (processed, latest, lag) in scraped.items():
         assert lag == latest - processed > 0, (partition, scraped)
-    wait_for(caught_up, "the backlog all processed")
+    wait_for("the backlog all processed", caught_up, 150, app, pause=0.3)
+    done = {p: (end, end, 0) for p, end in ends.items()}
     wait_for(
-        lambda: (
-            scraped_positions(prometheus, topic) == {p: (end, end, 0) for p, end in ends.items()}
-        ),
-        "Prometheus sees the backlog processed",
+        "Prometheus to see the backlog processed",
+        lambda: scraped_positions(prometheus, topic) == done,
         60,
+        app,
+        pause=0.3,
     )
     assert bad_values(port) == {"empty": 0, "oversize": 0, "replaced": 0, "lost": 0}
 
     # Bad values: counted by reason, as the log's warning says them.
     send_raw(kafka_bootstrap, topic, [b"", None, b"x" * 2000, b"caf\xe9 au lait", b"ok"])
     expected = {"empty": 2, "oversize": 1, "replaced": 1, "lost": 0}
-    wait_for(lambda: bad_values(port) == expected, f"bad values counted as {expected}", 90)
+    wait_for(
+        f"bad values counted as {expected}",
+        lambda: bad_values(port) == expected,
+        90,
+        app,
+        pause=0.3,
+    )
     assert app.terminate() == 0, app.log()[-3000:]

@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 
 from streaming_app.tools.demo import LineServer as FeedingServer
 from tests.integration.conftest import common_args, files_args, kafka_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
 from tests.integration.test_scripts import kill_group, script_env, wait_for_text
 
@@ -39,6 +39,11 @@ def noisy_lines(log: str) -> list[str]:
 def assert_quiet(log: str) -> None:
     noisy = noisy_lines(log)
     assert not noisy, "\n".join(noisy[:20]) + "\n---\n" + log[-3000:]
+
+
+def counted(log: Path, batches: int) -> bool:
+    """Whether the demo's log has `batches` lines of counts."""
+    return log.read_text(errors="replace").count("Counts at time") >= batches
 
 
 def test_noisy_lines_finds_java_errors_and_traces() -> None:
@@ -88,7 +93,8 @@ def test_ctrl_c_stops_the_demo_quietly(tmp_path: Path) -> None:
         )
     try:
         wait_for_text(log, "Counts at time", proc)
-        time.sleep(4)  # lines keep arriving while it runs
+        # Lines keep arriving while it runs: a few more batches counted.
+        wait_for("3 more batches counted", partial(counted, log, 4), 60, proc=proc)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         assert proc.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.batch_waits import files_batches, kill_mid_batch, wait_more_batches
 from tests.integration.conftest import files_args
 from tests.integration.harness import (
     drop_file_for_next_batch,
@@ -36,6 +37,9 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
         batch = drop_file_for_next_batch(dirs["input"], name, texts[-1].encode(), 1000)
         batches.setdefault(batch, []).append(texts[-1])
 
+    def add_unique(prefix: str) -> None:  # kill_mid_batch may add more than one
+        add(f"{prefix}-{len(texts)}.txt")
+
     # A sliding window next to the totals, reduced with its inverse function: its state is
     # checkpointed and recovered too.
     keep_all = dirs["checkpoint"].parent / "keep.ini"
@@ -49,10 +53,9 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
     add("r1-a.txt")
     wait_for_totals(dirs["output"], truth(texts), app)
     for kill in range(2):
-        # Input lands just before the kill, so the kill may hit a batch mid-way.
-        add(f"r{kill + 1}-b.txt")
-        time.sleep(rng.uniform(0.2, 2.5))
-        app.kill9()
+        # Kill -9 mid-batch (checked): the batch of a new file planned, its output not done.
+        before = partial(add_unique, f"r{kill + 1}-b")
+        kill_mid_batch(app, files_batches(dirs["checkpoint"], dirs["output"]), before)
         add(f"r{kill + 1}-while-down.txt")
         app = start_app(*args)
         app.wait_for_log(r"Recovered streaming context from checkpoint .* at batch_time_ms=\d+")
@@ -60,8 +63,7 @@ def test_kill_9_twice_then_totals_equal_ground_truth(dirs: dict[str, Path], star
         assert "Started new streaming context" not in app.log()
         add(f"r{kill + 2}-a.txt")
         wait_for_totals(dirs["output"], truth(texts), app)
-    # Some more batches run: a replay would show as doubled totals now.
-    time.sleep(3)
+    wait_more_batches(app)  # more batches: a replay would show as doubled totals now
     wait_for_totals(dirs["output"], truth(texts), app, timeout=5)
     assert app.terminate() == 0
     # Every window kept (some span the kills), against the files and their batch times.

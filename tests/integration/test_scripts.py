@@ -8,13 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from streaming_app.tools.processes import kill_group, signal_group
-from tests.integration.harness import drop_file, free_port, truth, wait_for_totals
+from tests.integration.harness import drop_file, free_port, truth, wait_for, wait_for_totals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,11 +29,14 @@ def wait_for_text(
     path: Path, needle: str, proc: subprocess.Popen[bytes], timeout: float = 150
 ) -> None:
     """Wait until a script's log file contains `needle`; fail with the log if it dies first."""
-    deadline = time.monotonic() + timeout
-    while needle not in path.read_text(errors="replace"):
-        assert proc.poll() is None, path.read_text()[-3000:]
-        assert time.monotonic() < deadline, path.read_text()[-3000:]
-        time.sleep(0.3)
+
+    def in_log() -> bool:
+        return needle in path.read_text(errors="replace")
+
+    def tail() -> str:
+        return path.read_text(errors="replace")[-3000:]
+
+    wait_for(f"{needle!r} in {path.name}", in_log, timeout, pause=0.3, detail=tail, proc=proc)
 
 
 @pytest.mark.timeout(240)
@@ -147,10 +149,7 @@ def test_netcat_demo_counts_what_is_typed_into_nc(tmp_path: Path) -> None:
         assert proc.stdin is not None
         proc.stdin.write(b"hello netcat\nhello world\nhello\n")
         proc.stdin.flush()
-        deadline = time.monotonic() + 60
-        while "('hello', 3)" not in out_path.read_text(errors="replace"):
-            assert time.monotonic() < deadline, out_path.read_text()[-2000:]
-            time.sleep(0.3)
+        wait_for_text(out_path, "('hello', 3)", proc, 60)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal
         assert proc.wait(timeout=90) is not None
         assert "Stopping gracefully (SIGTERM)" in err_path.read_text()

@@ -11,43 +11,27 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
 from streaming_app.tools.processes import group_gone
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
-from tests.integration.pg_helpers import postgres_config
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
+from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 
 pytestmark = pytest.mark.timeout(300)
 STOP_TIMEOUT = 6
 
 
-def _wait_for_pg(dsn: str, table: str, expected: dict[str, int], timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    seen: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        try:
-            seen = read_pg_totals(dsn, table)
-        except SinkError:  # no batch has created the table yet
-            seen = {}
-        if seen == expected:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"postgres totals {seen} != {expected}")
-
-
 def _waiting_on(conn: psycopg.Connection[Any], table: str, timeout: float = 60) -> None:
     """Wait until another session waits for a lock on `table` (the sink's batch is stuck)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def waiting() -> bool:
         row = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
             [table],
         ).fetchone()
-        if row and row[0]:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no batch waited for the lock on {table}")
+        return bool(row and row[0])
+
+    wait_for(f"a batch waiting for the lock on {table}", waiting, timeout)
 
 
 def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
@@ -68,7 +52,7 @@ def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
     app = start_app(*args, "--stop-timeout", str(STOP_TIMEOUT))
     app.wait_for_log(r"Started new streaming context")
     add("1.txt")
-    _wait_for_pg(pg_dsn, pg_table, truth(texts))
+    wait_for_pg_totals(pg_dsn, pg_table, truth(texts))
 
     with psycopg.connect(pg_dsn) as locker:
         locker.execute(
@@ -90,7 +74,7 @@ def test_a_stuck_batch_is_stopped_hard_after_stop_timeout_and_nothing_is_lost(
     app = start_app(*args)  # the default stop_timeout: not a setting of the checkpoint
     app.wait_for_log(r"Recovered streaming context from checkpoint")
     add("3.txt")
-    _wait_for_pg(pg_dsn, pg_table, truth(texts))
+    wait_for_pg_totals(pg_dsn, pg_table, truth(texts))
     wait_for_totals(dirs["output"], truth(texts), app)
     # Recovery replays every interval since the last checkpoint (the stuck batch's 30 s
     # and more); a graceful stop finishes them all, so let it catch up first.

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.batch_waits import logged_batches, wait_all_done
 from tests.integration.harness import cli_totals, truth, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, read_all
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
@@ -63,7 +64,7 @@ def structured_chaos(
     # The capped app catches up on what was produced while it was down at about 150 lines
     # a second: many kills leave a backlog of many minutes (27 kills: about 30,000 lines).
     wait_for_totals(dirs["output"], expected, app, timeout=240 + len(sent) / 150)
-    time.sleep(5)  # more micro-batches: a double count would show now
+    wait_all_done(app, logged_batches(checkpoint))  # a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
     assert app.terminate() == 0
     assert cli_totals(dirs["output"].parent, dirs["output"], "totals") == expected

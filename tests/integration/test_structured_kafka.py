@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration.batch_waits import kill_mid_batch
 from tests.integration.conftest import kafka_args
 from tests.integration.harness import (
     EveryPause,
@@ -76,12 +76,13 @@ def test_exact_while_producing_across_kill_9_and_restart_and_no_password_in_the_
     producer.start()
     try:
         first.wait_for_log(WRITTEN.replace(r"(\d+)", "2"), timeout=90)
-        first.kill9()  # mid-backlog, with records arriving
-        time.sleep(1)
+        kill_mid_batch(first, dirs["checkpoint"], lambda: None)  # mid-backlog, records arriving
+        producer.wait_steps()  # records sent while it is down
         second = start_app(*args, env=SECRETS)
         second.wait_for_log(QUERY_RECOVERED)
         assert "Started new query" not in second.log()
-        time.sleep(2)
+        second.wait_for_log(WRITTEN)  # a micro-batch after the restart, records arriving
+        producer.wait_steps()
     finally:
         sent += producer.stop()
     # The app reads at most 180 records a micro-batch (the cap), and on two busy cores a

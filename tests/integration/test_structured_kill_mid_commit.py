@@ -11,14 +11,13 @@ from __future__ import annotations
 import errno
 import os
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import App, make_text, truth
+from tests.integration.harness import App, make_text, truth, wait_for
 from tests.integration.kafka_helpers import fresh_topic, send
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_structured_postgres import (
@@ -74,14 +73,6 @@ def blocked_on_stdout(app: App) -> bool:
     return any(wait.endswith("pipe_write") for wait in waits)
 
 
-def wait_until(condition: Any, app: App, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert app.proc.poll() is None, app.log()[-3000:]
-        assert time.monotonic() < deadline, f"{what}:\n{app.log()[-3000:]}"
-        time.sleep(0.2)
-
-
 def test_a_kill_between_the_offsets_log_and_the_commit_is_exact(
     dirs: dict[str, Path],
     start_app: Any,
@@ -103,12 +94,12 @@ def test_a_kill_between_the_offsets_log_and_the_commit_is_exact(
     app = start_app(*args)  # its stdout: the pipe (run1.out)
     app.wait_for_log(QUERY_STARTED)
     before = wait_for_batch(pg_dsn, table, 0, app)
-    wait_until(lambda: (commits / str(before)).exists(), app, f"no commits/{before}")
+    wait_for(f"commits/{before}", lambda: (commits / str(before)).exists(), 90, app)
 
     assert fill(stdout_pipe) >= 4096
     send(kafka_bootstrap, topic, texts[1], partitions=3)
     batch = wait_for_batch(pg_dsn, table, before + 1, app)  # the postgres sink committed it
-    wait_until(lambda: blocked_on_stdout(app), app, "the driver is not blocked on its stdout")
+    wait_for("the driver blocked on its stdout", lambda: blocked_on_stdout(app), 90, app)
     assert (offsets / str(batch)).exists() and not (commits / str(batch)).exists()
     app.kill9()
     assert not (commits / str(batch)).exists()  # the kill landed between the two

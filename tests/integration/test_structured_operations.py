@@ -10,7 +10,7 @@ import random
 import re
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 
 from streaming_app.common.metrics_record import read_metrics
 from streaming_app.recovery.metadata import STRUCTURED_METADATA_FILE
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_structured_engine import structured_args
 
@@ -29,6 +29,16 @@ PROGRESS = r"batch (\d\d:\d\d:\d\d) UTC records=(\d+) processing=\d+\.\d\ds"
 
 def committed_batches(checkpoint: Path) -> list[int]:
     return sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+
+
+def recorded(metrics: Path, checkpoint: Path) -> bool:
+    """Whether the metrics file has a record of every micro-batch committed so far."""
+    try:
+        ids = {json.loads(line)["batch_id"] for line in metrics.read_text().splitlines()}
+    except (OSError, ValueError):  # not written yet, or a line half written
+        return False
+    committed = set(committed_batches(checkpoint))
+    return bool(committed) and committed <= ids
 
 
 def offsets_timestamp(checkpoint: Path, batch_id: int) -> int:
@@ -49,7 +59,10 @@ def test_one_metrics_record_per_micro_batch_and_the_report(
         drop_file(dirs["input"], f"m{i}.txt", texts[-1].encode())
         app.wait_for_log(rf"batch_id={i} batch_time_ms=\d+: \d+ totals changed", timeout=120)
     wait_for_totals(dirs["output"], truth(texts), app)
-    time.sleep(3)  # the last micro-batch's progress event follows its commit
+    # The last micro-batch's progress event follows its commit.
+    wait_for(
+        "a record of each micro-batch", partial(recorded, metrics, dirs["checkpoint"]), 30, app
+    )
     assert app.terminate() == 0
 
     ckpt = dirs["checkpoint"]
@@ -143,7 +156,10 @@ def test_kafka_lag_is_worked_off_micro_batch_by_micro_batch(
     )  # fmt: skip
     app = start_app(*args)
     wait_for_totals(dirs["output"], truth(sent), app, timeout=180)
-    time.sleep(3)  # the last micro-batch's progress event follows its commit
+    # The last micro-batch's progress event follows its commit.
+    wait_for(
+        "a record of each micro-batch", partial(recorded, metrics, dirs["checkpoint"]), 30, app
+    )
     assert app.terminate() == 0
 
     batches, skipped = read_metrics(metrics)

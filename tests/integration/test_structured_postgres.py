@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,18 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from streaming_app.errors import SinkError
 from streaming_app.sinks.postgres.writer import read_progress, read_totals
 from streaming_app.structured.query_log import parse_batch_timestamp
-from tests.integration.harness import App, EveryPause, drop_file, make_text, truth
+from tests.integration.batch_waits import kill_mid_batch
+from tests.integration.harness import (
+    App,
+    EveryPause,
+    drop_file,
+    make_text,
+    truth,
+    wait_for,
+)
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
-from tests.integration.pg_helpers import postgres_config
+from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -82,30 +89,16 @@ def recorded_batch(dsn: str, table: str) -> int:
 
 def wait_for_batch(dsn: str, table: str, batch_id: int, app: App, timeout: float = 120) -> int:
     """Wait until the progress row records micro-batch `batch_id` or a later one."""
-    deadline = time.monotonic() + timeout
-    while (found := recorded_batch(dsn, table)) < batch_id:
-        if app.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"micro-batch {found} recorded, not {batch_id}:\n{app.log()}")
-        time.sleep(0.2)
+    found = -1
+
+    def recorded() -> bool:
+        nonlocal found
+        found = recorded_batch(dsn, table)
+        return found >= batch_id
+
+    what = f"micro-batch {batch_id} recorded"
+    wait_for(what, recorded, timeout, app, detail=lambda: f"micro-batch {found} recorded")
     return found
-
-
-def wait_for_pg_totals(
-    dsn: str, table: str, expected: dict[str, Any], app: App, timeout: float = 120
-) -> None:
-    deadline = time.monotonic() + timeout
-    seen: dict[str, Any] = {}
-    while time.monotonic() < deadline and app.proc.poll() is None:
-        try:
-            seen = read_totals(dsn, table)
-        except SinkError:  # no table before the first micro-batch
-            seen = {}
-        if seen == expected:
-            return
-        time.sleep(0.3)
-    diff = {k: (seen.get(k), expected.get(k)) for k in set(seen) | set(expected)}
-    diff = {k: v for k, v in diff.items() if v[0] != v[1]}
-    raise AssertionError(f"totals differ (seen, expected): {diff}\n{app.log()[-4000:]}")
 
 
 def last_committed(checkpoint: Path) -> int:
@@ -126,17 +119,16 @@ def test_exact_while_files_arrive_across_kill_9_and_restarts(
     feeder.start()
     try:
         for kill in range(2):
-            # Kill -9 at some moment of a micro-batch: writing to PostgreSQL, or between
-            # its commit there and Spark's commit log.
+            # Kill -9 mid-batch (checked: a micro-batch planned, not committed), the
+            # files arriving on their own.
             recorded = wait_for_batch(pg_dsn, table, recorded_batch(pg_dsn, table) + 2, app)
-            time.sleep(rng.uniform(0.1, 1.5))
-            app.kill9()
-            time.sleep(1)  # files keep arriving while it is down
+            kill_mid_batch(app, dirs["checkpoint"], lambda: None)
+            feeder.wait_steps(2)  # files keep arriving while it is down
             app = start_app(*args)
             app.wait_for_log(QUERY_RECOVERED)
             assert "Started new query" not in app.log(), kill
             wait_for_batch(pg_dsn, table, recorded + 1, app)
-        time.sleep(2)
+        wait_for_batch(pg_dsn, table, recorded_batch(pg_dsn, table) + 1, app)  # and on
     finally:
         texts = feeder.stop()
     wait_for_pg_totals(pg_dsn, table, truth(texts), app)

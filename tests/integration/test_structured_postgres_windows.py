@@ -23,7 +23,9 @@ import pytest
 from psycopg import sql
 
 from streaming_app.settings.rules import WINDOW_SUFFIX
-from tests.integration.harness import drop_file, make_text, truth, windows_of
+from streaming_app.structured.windows import WINDOW_QUERY
+from tests.integration.batch_waits import wait_window_past
+from tests.integration.harness import drop_file, make_text, truth, wait_for, windows_of
 from tests.integration.log_lines import QUERY_RECOVERED, QUERY_STARTED
 from tests.integration.test_structured_postgres import structured_pg_args, wait_for_pg_totals
 from tests.integration.test_structured_windows import WINDOW_MS, structured_batches
@@ -63,11 +65,11 @@ def window_recorded(dsn: str, table: str) -> int:
 
 def wait_for_window(dsn: str, table: str, end_ms: int, app: Any, timeout: float = 120) -> None:
     """Wait until a window ending at `end_ms` or later is written."""
-    deadline = time.monotonic() + timeout
-    while window_recorded(dsn, table) < end_ms:
-        if app.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"no window ending at {end_ms} or later:\n{app.log()[-4000:]}")
-        time.sleep(0.2)
+
+    def written() -> bool:
+        return window_recorded(dsn, table) >= end_ms
+
+    wait_for(f"a window ending at {end_ms} or later", written, timeout, app)
 
 
 @contextmanager
@@ -122,7 +124,8 @@ def test_totals_and_windows_exact_through_kill_9_of_the_driver(
                 app.wait_for_log(QUERY_RECOVERED)
             time.sleep(rng.uniform(0.8, 2.0))
         wait_for_pg_totals(pg_dsn, table, truth(list(texts.values())), app, timeout=180)
-        time.sleep(2.5)  # input spacing: a window that holds f11.txt ends before last.txt
+        # A window that holds f11.txt ends before last.txt.
+        wait_window_past(dirs["checkpoint"] / WINDOW_QUERY, "f11.txt", 2000, app)
         add("last.txt")  # its micro-batch moves the watermark past that window: it closes
         wait_for_pg_totals(pg_dsn, table, truth(list(texts.values())), app, timeout=180)
         batches = structured_batches(dirs["checkpoint"], texts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,11 @@ import pytest
 
 from streaming_app.common.fs import LocalFs
 from streaming_app.recovery.snapshots import latest_snapshot, parse_line, snapshot_times
+from tests.integration.batch_waits import wait_batch_of, wait_more_batches
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import cli_totals, truth, wait_for_totals
+from tests.integration.harness import cli_totals, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, read_by_offset, send
+from tests.integration.log_lines import WRITTEN
 from tests.integration.test_structured_kafka import Producer, lines_of, structured_kafka_args
 
 pytestmark = pytest.mark.timeout(420)
@@ -29,11 +30,11 @@ SNAPSHOT = r"wrote state snapshot batch_\w+=(\d+)"
 
 def wait_for_snapshots(app: Any, count: int, timeout: float = 120) -> None:
     """Wait until the app has logged `count` snapshots."""
-    deadline = time.monotonic() + timeout
-    while len(re.findall(SNAPSHOT, app.log())) < count:
-        assert time.monotonic() < deadline, "no snapshot:\n" + app.log()[-3000:]
-        assert app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.5)
+
+    def written() -> bool:
+        return len(re.findall(SNAPSHOT, app.log())) >= count
+
+    wait_for(f"{count} snapshots written", written, timeout, app, 0.5)
 
 
 def files_until_two_snapshots(
@@ -53,11 +54,12 @@ def files_until_two_snapshots(
 
     first = start_app(*structured_args(dirs, "--snapshot-interval", "2"))
     first.wait_for_log(r"Started new query")
-    deadline = time.monotonic() + 240
-    while len(re.findall(SNAPSHOT, first.log())) < 2:  # micro-batch N writes N-1's
-        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
-        drop(f"a{len(texts)}.txt")
-        time.sleep(1.5)  # micro-batches of a file or a few: snapshots between files
+    for _ in range(60):  # a micro-batch a file, each done: snapshots between files
+        if len(re.findall(SNAPSHOT, first.log())) >= 2:  # micro-batch N writes N-1's
+            break
+        wait_batch_of(first, dirs["checkpoint"], lambda: drop(f"a{len(texts)}.txt"))
+    else:
+        raise AssertionError("no two snapshots in 60 micro-batches:\n" + first.log()[-3000:])
     wait_for_totals(dirs["output"], truth(list(texts.values())), first)
     assert first.terminate() == 0
     return texts, drop
@@ -122,7 +124,7 @@ def test_structured_snapshots_are_exact_and_restore_into_dstreams(
         match = restored.wait_for_log(r"Seeding the new context from snapshot (\S+):")
         found = latest_snapshot(LocalFs(), str(snapshots))
         assert found is not None and match.group(1) == found[0]
-        time.sleep(3)
+        wait_more_batches(restored)  # batches of the restored run while records arrive
     finally:
         sent += producer.stop()
     wait_for_totals(output, truth(sent), restored, timeout=150)
@@ -149,7 +151,7 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
     try:
         wait_for_snapshots(dstream, 2)
         dstream.kill9()
-        time.sleep(1)
+        producer.wait_steps()  # records sent while it is down
         new = tmp_path / "checkpoint-structured"
         restore = [
             *structured_kafka_args(dirs, kafka_bootstrap, topic),
@@ -166,7 +168,8 @@ def test_dstream_snapshot_restored_into_a_structured_query_while_producing(
         again = start_app(*restore)
         again.wait_for_log(r"Recovered query id=\S+ from checkpoint")
         assert "already seeded from" in again.log()
-        time.sleep(3)
+        again.wait_for_log(WRITTEN)  # a micro-batch after the restart, records arriving
+        producer.wait_steps()
     finally:
         sent += producer.stop()
     wait_for_totals(dirs["output"], truth(sent), again, timeout=150)
@@ -277,11 +280,12 @@ def test_a_restored_query_puts_the_seed_into_a_new_postgres_table(
     first.wait_for_log(r"Started new query")
     texts.append("seedonly words seedonly")  # in no other file: in micro-batch 0's snapshot
     drop_file(dirs["input"], "first.txt", texts[-1].encode())
-    deadline = time.monotonic() + 240
-    while not re.search(SNAPSHOT, first.log()):  # micro-batch N writes N-1's
-        assert time.monotonic() < deadline and first.proc.poll() is None, first.log()[-3000:]
-        drop(f"a{len(texts)}.txt")
-        time.sleep(1.5)
+    for _ in range(60):  # a micro-batch a file, each done: snapshots between files
+        if re.search(SNAPSHOT, first.log()):  # micro-batch N writes N-1's
+            break
+        wait_batch_of(first, dirs["checkpoint"], lambda: drop(f"a{len(texts)}.txt"))
+    else:
+        raise AssertionError("no snapshot in 60 micro-batches:\n" + first.log()[-3000:])
     assert first.terminate() == 0
     # The files the snapshot holds leave input_dir: the restored query never reads them,
     # so their words reach the table only through the seed.

@@ -13,13 +13,19 @@ output and then today's in the same directory.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.harness import cli_totals, drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import (
+    cli_totals,
+    drop_file,
+    make_text,
+    truth,
+    wait_for,
+    wait_for_totals,
+)
 from tests.integration.log_lines import QUERY_STARTED
 from tests.integration.test_structured_engine import structured_args
 from tests.integration.test_upgrade_from_releases import extract_release, start_release
@@ -33,11 +39,7 @@ SNAPSHOT = "wrote state snapshot batch_id="
 
 def wait_for_snapshot(app: Any, count: int) -> None:
     """Wait until the app has logged more than `count` snapshots."""
-    deadline = time.monotonic() + 120
-    while app.log().count(SNAPSHOT) <= count:
-        assert time.monotonic() < deadline, "no snapshot:\n" + app.log()[-3000:]
-        assert app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.2)
+    wait_for(f"more than {count} snapshots", lambda: app.log().count(SNAPSHOT) > count, 120, app)
 
 
 def test_a_0_4_0_structured_checkpoint_is_refused_then_carried_over_exactly(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ from streaming_app.structured.query_log import (
     offsets_entry,
 )
 from streaming_app.structured.source_log import files_up_to, log_offset
+from tests.integration.batch_waits import kill_mid_batch, micro_batch_that_read
 from tests.integration.conftest import files_args
 from tests.integration.harness import (
     drop_file,
     drop_file_for_next_batch,
     make_text,
     truth,
+    wait_for,
     wait_for_totals,
     window_outputs,
     windows_of,
@@ -72,6 +75,15 @@ def structured_batches(checkpoint: Path, texts: dict[str, str]) -> dict[int, lis
     return found
 
 
+def read_past(dirs: dict[str, Path], name: str) -> bool:
+    """Whether the window query committed a micro-batch after the one that read `name`
+    (the one after it moves the watermark on: the windows its file closes are written)."""
+    windows = dirs["checkpoint"] / "windows"
+    read = micro_batch_that_read(windows, name)
+    last = last_batch(LocalFs(), str(windows / COMMITS))
+    return read is not None and last is not None and last > read
+
+
 def test_windows_of_both_engines_are_exact_on_the_same_files(
     tmp_path: Path, start_app: Any
 ) -> None:
@@ -97,18 +109,19 @@ def test_windows_of_both_engines_are_exact_on_the_same_files(
     first.wait_for_log(r"Started new streaming context")
     app.wait_for_log(QUERY_STARTED)
     for i in range(14):
-        add(f"f{i:02d}.txt")
-        if i == 7:  # mid-run: kill -9 the structured driver, and restart it
-            time.sleep(rng.uniform(0.2, 1.5))
-            app.kill9()
+        if i == 7:  # mid-run: kill -9 the structured driver mid-batch (checked), restart it
+            kill_mid_batch(app, structured["checkpoint"], lambda: add(f"f07-{len(texts)}.txt"))
             app = start_app(*structured_args)
             app.wait_for_log(r"Recovered query id=")
-        time.sleep(rng.uniform(0.8, 2.5))
+        else:
+            add(f"f{i:02d}.txt")
+        time.sleep(rng.uniform(0.8, 2.5))  # input spacing: files over several windows
     wait_for_totals(structured["output"], truth(list(texts.values())), app, timeout=180)
     wait_for_totals(dstream["output"], truth(list(texts.values())), first, timeout=120)
     add("last.txt")  # closes the structured engine's open windows but the last ones
     wait_for_totals(structured["output"], truth(list(texts.values())), app, timeout=180)
-    time.sleep(5)
+    # The window query past the micro-batch that read last.txt: the windows it closes written.
+    wait_for("the window query past last.txt", partial(read_past, structured, "last.txt"), 60, app)
     assert app.terminate() == 0, app.log()[-3000:]
     assert first.terminate() == 0, first.log()[-3000:]
 

@@ -9,13 +9,20 @@ import os
 import random
 import re
 import signal
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from streaming_app.tools.processes import group_gone, signal_group
+from tests.integration.batch_waits import (
+    files_batches,
+    kill_mid_batch,
+    logged_batches,
+    wait_all_done,
+    wait_more_batches,
+)
 from tests.integration.conftest import files_args
 from tests.integration.harness import (
     App,
@@ -53,10 +60,18 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
         texts.append(make_text(rng, rng.randint(20, 60)))
         drop_file(dirs["input"], name, texts[-1].encode())
 
+    def add_unique(prefix: str) -> None:  # kill_mid_batch may add more than one
+        add(f"{prefix}-{len(texts)}.txt")
+
     def driver(start: int) -> int:
         match = supervisor.wait_for_log(rf"started driver pid (\d+) \(start {start}\)")
         return int(match.group(1))
 
+    batches = (
+        files_batches(dirs["checkpoint"], dirs["output"])
+        if engine == "dstream"
+        else logged_batches(dirs["checkpoint"])
+    )
     args = ["--backoff", "0.5", "--max-failures", str(KILLS + 1), "--", *run_args(dirs)]
     supervisor = App(args, tmp_path, "supervise", command="supervise")
     drivers: list[int] = []
@@ -66,9 +81,10 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
         add("start-1.txt")
         wait_for_totals(dirs["output"], truth(texts), supervisor)
         for kill in range(1, KILLS + 1):
-            add(f"kill-{kill}-before.txt")
-            time.sleep(rng.uniform(0.2, 2.0))  # the kill may hit a batch mid-way
-            os.killpg(drivers[-1], signal.SIGKILL)  # the driver, its JVM and workers
+            # Mid-batch (checked): the batch of a new file planned, its output not complete.
+            before = partial(add_unique, f"kill-{kill}-before")
+            killpg = partial(os.killpg, drivers[-1], signal.SIGKILL)  # driver, JVM, workers
+            kill_mid_batch(supervisor, batches, before, kill=killpg)
             add(f"kill-{kill}-while-down.txt")
             drivers.append(driver(kill + 1))
             assert group_gone(drivers[-2]), "the killed driver's processes are still alive"
@@ -79,7 +95,10 @@ def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
         assert log.count("driver crashed (killed by SIGKILL); restarting in") == KILLS
         assert not re.search(started, log.split("(start 2)", 1)[1])
         assert "Creating new context" not in log.split("(start 2)", 1)[1]
-        time.sleep(3)  # more batches: a replay would double totals now
+        if engine == "dstream":  # more batches: a replay would double totals now
+            wait_more_batches(supervisor)
+        else:  # the replayed micro-batch and any after it done
+            wait_all_done(supervisor, batches)
         wait_for_totals(dirs["output"], truth(texts), supervisor, timeout=5)
         assert supervisor.terminate() == 0
         log = supervisor.log()

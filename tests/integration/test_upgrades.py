@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from streaming_app.recovery.metadata import read_metadata
 from streaming_app.recovery.snapshots import snapshot_times
 from tests.integration.batch_waits import wait_more_batches
 from tests.integration.conftest import files_args, kafka_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.kafka_helpers import fresh_topic, send
 
 pytestmark = pytest.mark.timeout(600)
@@ -36,11 +35,7 @@ def snapshots_written(app: Any) -> int:
 
 def wait_for_snapshot_after(app: Any, count: int, timeout: float = 90) -> None:
     """Wait until the app has logged more than `count` snapshots."""
-    deadline = time.monotonic() + timeout
-    while snapshots_written(app) <= count:
-        assert time.monotonic() < deadline, "no snapshot:\n" + app.log()[-3000:]
-        assert app.proc.poll() is None, app.log()[-3000:]
-        time.sleep(0.2)
+    wait_for(f"more than {count} snapshots", lambda: snapshots_written(app) > count, timeout, app)
 
 
 def error_lines(app: Any) -> list[str]:
@@ -113,6 +108,12 @@ def newest_state_checkpoint(checkpoint: Path) -> int:
     return max((int(p.name[4:]) for p in checkpoint.glob("*/rdd-*")), default=-1)
 
 
+def checkpoint_times(checkpoint: Path, after: int = -1) -> set[int]:
+    """The batch times after `after` of Spark's `checkpoint-<ms>` files (and `.bk` twins)."""
+    times = {int(p.name.split("-")[1][:13]) for p in checkpoint.glob("checkpoint-*")}
+    return {t for t in times if t > after}
+
+
 def test_corrupt_newest_checkpoint_file_recovers_from_an_older_one(
     dirs: dict[str, Path], start_app: Any
 ) -> None:
@@ -125,12 +126,16 @@ def test_corrupt_newest_checkpoint_file_recovers_from_an_older_one(
     app.wait_for_log(r"Started new streaming context")
     drop_file(dirs["input"], "a.txt", b"one two two\n")
     wait_for_totals(dirs["output"], {"one": 1, "two": 2}, app)
-    state = newest_state_checkpoint(dirs["checkpoint"])
-    deadline = time.monotonic() + 30
-    while newest_state_checkpoint(dirs["checkpoint"]) == state:
-        assert time.monotonic() < deadline, "no state checkpoint within 30 s"
-        time.sleep(0.2)
-    time.sleep(3)  # a few more checkpoint files naming that state
+    checkpoint = dirs["checkpoint"]
+    state = newest_state_checkpoint(checkpoint)
+    wait_for("a state checkpoint", lambda: newest_state_checkpoint(checkpoint) != state, 30, app)
+    # A few more checkpoint files, of later batches, naming that state.
+    since = max(checkpoint_times(checkpoint))
+
+    def more() -> bool:
+        return len(checkpoint_times(checkpoint, since)) >= 3
+
+    wait_for("checkpoint files of 3 more batches", more, 30, app)
     assert app.terminate() == 0
     files = sorted(
         dirs["checkpoint"].glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1][:13])

@@ -16,9 +16,11 @@ guide pools them, and checked before it is used again. A failure of PostgreSQL's
 task's result, not an exception: its kind (worth a retry, or the error to raise) and one
 line with no password.
 
-Driver side: `run_staging` runs that job and turns a failed partition into the error the
-driver's writer raises for its own (retried with backoff, or a SinkError that ends the
-run), so an outage reads as the writer's one-line warnings, not as Spark's task failures.
+Driver side: the caller says which engine's rows it hands over (`PairRows`, an RDD's;
+`FrameRows`, a frame's), and each runs its own staging job; `run_staging` turns a failed
+partition into the error the driver's writer raises for its own (retried with backoff,
+or a SinkError that ends the run), so an outage reads as the writer's one-line warnings,
+not as Spark's task failures.
 """
 
 from __future__ import annotations
@@ -192,23 +194,45 @@ def stage_batches(target: StagingTarget, batches: Iterator[pa.RecordBatch]) -> I
         )  # fmt: skip
 
 
-def run_staging(rows: RDD[Any] | DataFrame, target: StagingTarget, what: str) -> dict[int, int]:
-    """Driver side: stage `rows` by the executors; {partition: rows staged}. rows: an RDD
-    of (key, value) pairs, or a frame of (partition, key, value as text) (stage_batches).
+@dataclass(frozen=True)
+class PairRows:
+    """A DStream batch's rows: an RDD of (key, value) pairs, staged by `stage_partition`."""
+
+    rdd: RDD[Any]
+
+    def stage(self, target: StagingTarget) -> list[Staged]:
+        """Driver side: run the staging job; each task's result."""
+        return self.rdd.mapPartitionsWithIndex(partial(stage_partition, target)).collect()
+
+
+@dataclass(frozen=True)
+class FrameRows:
+    """A structured micro-batch's rows: a frame of (partition, key, value as text)
+    (structured/totals.py `text_pairs`), staged by `stage_batches` through mapInArrow."""
+
+    frame: DataFrame
+
+    def stage(self, target: StagingTarget) -> list[Staged]:
+        """Driver side: run the staging job; each task's result, as PairRows' are."""
+        results = self.frame.mapInArrow(partial(stage_batches, target), STAGED_SCHEMA).collect()
+        return [
+            (part, count, None if kind is None else (kind, reason))
+            for part, count, kind, reason in results
+        ]
+
+
+# The rows a sink hands over: its caller says which engine's they are.
+Rows = PairRows | FrameRows
+
+
+def run_staging(rows: Rows, target: StagingTarget, what: str) -> dict[int, int]:
+    """Driver side: stage `rows` by the executors; {partition: rows staged}.
 
     A task's connection failure raises PostgresUnavailableError (the caller retries), a
     setting or table to fix SinkSetupError or SinkError, prefixed by `what` (the sink and
     server, for the one line); any other failure of the job comes as Spark raised it.
     """
-    found: list[Staged]
-    if hasattr(rows, "mapInArrow"):  # a DataFrame (this module imports no Spark)
-        results = rows.mapInArrow(partial(stage_batches, target), STAGED_SCHEMA).collect()
-        found = [
-            (part, count, None if kind is None else (kind, reason))
-            for part, count, kind, reason in results
-        ]
-    else:
-        found = rows.mapPartitionsWithIndex(partial(stage_partition, target)).collect()
+    found = rows.stage(target)
     failed = [failure for _, _, failure in found if failure is not None]
     if any(kind == RETRY for kind, _ in failed):
         reason = next(reason for kind, reason in failed if kind == RETRY)

@@ -144,11 +144,12 @@ def write_window_postgres(
 ) -> None:
     """Replace the window table by the window ending at this batch (a replay changes nothing)."""
     from streaming_app.common.batch_time import epoch_ms
+    from streaming_app.sinks.postgres.staging import PairRows
 
     batch_ms = epoch_ms(batch_time)
     with app_errors_in_one_line(rdd.context):
         writer = writer_for(target.table, target.numeric, WINDOW)
-        if not writer.write_window_staged(rdd, batch_ms):
+        if not writer.write_window_staged(PairRows(rdd), batch_ms):
             log.info("window at batch_time_ms=%d: already in postgres; skipped", batch_ms)
 
 
@@ -205,6 +206,7 @@ def _write_totals(
     from streaming_app.common.batch_time import epoch_ms
     from streaming_app.common.hadoop_fs import HadoopFs
     from streaming_app.sinks.commit import mark_written
+    from streaming_app.sinks.postgres.staging import PairRows
 
     batch_ms = epoch_ms(batch_time)
     writer = writer_for(target.table, target.numeric)
@@ -225,7 +227,7 @@ def _write_totals(
         "context": target.context_id,
         **batch_position(fs, target.source, target.checkpoint_dir, batch_ms),
     }
-    if writer.write_staged(rows, batch_ms, position, replace=whole):
+    if writer.write_staged(PairRows(rows), batch_ms, position, replace=whole):
         log.debug(
             "postgres batch_time_ms=%d table=%s%s",
             batch_ms,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -44,11 +44,7 @@ from streaming_app.sinks.postgres.merge import (
 from streaming_app.sinks.postgres.read import read_progress, read_totals
 from streaming_app.sinks.postgres.schema import SCHEMA_LOCK, create_window_table
 from streaming_app.sinks.postgres.session import PostgresSession
-from streaming_app.sinks.postgres.staging import StagingTarget, copy_rows, run_staging
-
-if TYPE_CHECKING:
-    from pyspark import RDD
-    from pyspark.sql import DataFrame
+from streaming_app.sinks.postgres.staging import Rows, StagingTarget, copy_rows, run_staging
 
 __all__ = [
     "Plan",
@@ -87,12 +83,11 @@ class PostgresWriter(PostgresSession):
             self.connect_timeout,
         )
 
-    def stage(
-        self, rows: RDD[Any] | DataFrame, batch_ms: int, window: bool = False
-    ) -> dict[int, int]:
+    def stage(self, rows: Rows, batch_ms: int, window: bool = False) -> dict[int, int]:
         """Stage a batch's (key, value) rows by the executors, each partition's task its own
-        rows; {partition: rows}. What an earlier attempt of the batch left is removed
-        first. A task's connection failure is retried as the writer's own."""
+        rows (an RDD's or a frame's, as the caller says: staging.py); {partition: rows}.
+        What an earlier attempt of the batch left is removed first. A task's connection
+        failure is retried as the writer's own."""
         target = self.staging_target(batch_ms, window)
         what = f"PostgreSQL sink {self.table} at {self.redacted_dsn}"
 
@@ -142,13 +137,13 @@ class PostgresWriter(PostgresSession):
 
     def write_staged(
         self,
-        rows: RDD[Any] | DataFrame,
+        rows: Rows,
         batch_ms: int,
         source_position: Any = None,
         replace: bool = False,
         plan: Plan | None = None,
     ) -> bool:
-        """Write a batch's (key, total) rows (an RDD, or a frame: staging.py `run_staging`)
+        """Write a batch's (key, total) rows (an RDD's or a frame's: staging.py `Rows`)
         through the staging table: staged by the executors (`stage`), then merged
         (`merge_staged`); False if already written."""
         return self._staged(
@@ -156,9 +151,9 @@ class PostgresWriter(PostgresSession):
             lambda counts: self.merge_staged(batch_ms, counts, source_position, replace, plan),
         )
 
-    def write_window_staged(self, rows: RDD[Any] | DataFrame, batch_ms: int) -> bool:
-        """Replace `<table>_window` by the window ending at batch_ms, an RDD of (key,
-        count) rows staged by the executors; False if not newer than the recorded one
+    def write_window_staged(self, rows: Rows, batch_ms: int) -> bool:
+        """Replace `<table>_window` by the window ending at batch_ms, (key, count) rows
+        staged by the executors; False if not newer than the recorded one
         (then nothing is staged)."""
         recorded = self.last_progress(self.table + WINDOW_SUFFIX)
         if recorded is not None and recorded[0] >= batch_ms:

@@ -10,7 +10,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from streaming_app.errors import CheckpointError
 from streaming_app.tools.checkpoint_clean import _TEMP as _CLEAN_TEMP
 from streaming_app.tools.secret_scrub import TEMP_NAME, Codec, scrub_checkpoint, scrub_serialized
+from tests.integration.harness import wait_for
 
 
 def _string(text: str) -> bytes:
@@ -200,11 +200,11 @@ def test_a_run_waits_while_scrub_holds_the_checkpoint(
             target=lambda: held.append(checkpoint_lock.hold_for_run(str(tmp_path), 0.05) is None)
         )
         waiter.start()
-        time.sleep(0.3)
+        waiting = "waiting for `checkpoint scrub` to finish"
+        wait_for("the run to wait for the lock", lambda: waiting in caplog.text, 10, pause=0.01)
         assert held == []  # still waiting
     waiter.join(timeout=10)
     assert held == [True]
-    assert "waiting for `checkpoint scrub` to finish" in caplog.text
     os.close(checkpoint_lock._HELD.pop())
 
 

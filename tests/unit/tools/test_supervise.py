@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from streaming_app.cli.main import cli
 from streaming_app.errors import EXIT_CHECKPOINT, EXIT_CRASH, EXIT_OK, EXIT_USAGE
 from streaming_app.tools.supervise import Policy, Supervisor, describe, is_crash, run_command
+from tests.integration.harness import wait_for
 
 FAST = Policy(max_failures=5, failure_window=60, backoff=0.01, max_backoff=0.05)
 
@@ -108,9 +109,7 @@ def test_a_forwarded_sigterm_stops_the_driver_which_is_not_restarted(tmp_path: P
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(supervisor.run()))
     runner.start()
-    deadline = time.monotonic() + 20
-    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for("the child ready", (tmp_path / "ready").exists, 20, pause=0.05)
     supervisor._forward(signal.SIGTERM, None)
     runner.join(20)
     assert result == [EXIT_OK]

@@ -11,7 +11,7 @@ import pytest
 from streaming_app.errors import SinkError, SinkSetupError
 from streaming_app.sinks.postgres import staging
 from streaming_app.sinks.postgres.connection import PostgresUnavailableError, with_environment
-from streaming_app.sinks.postgres.staging import StagingTarget, run_staging
+from streaming_app.sinks.postgres.staging import FrameRows, PairRows, StagingTarget, run_staging
 from streaming_app.sinks.postgres.writer import PostgresWriter
 
 SECRET = "s3cret-pw"
@@ -80,17 +80,21 @@ class Job:
         return self.results
 
 
+def rdd(results: list[Any]) -> PairRows:
+    return PairRows(Job(results))  # type: ignore[arg-type]
+
+
 def test_the_driver_sorts_what_the_tasks_returned() -> None:
-    assert run_staging(Job([(0, 5, None), (1, 0, None)]), target(), "x") == {0: 5, 1: 0}  # type: ignore[arg-type]
+    assert run_staging(rdd([(0, 5, None), (1, 0, None)]), target(), "x") == {0: 5, 1: 0}
     retry = [(0, 5, None), (1, -1, ("retry", "refused"))]
     with pytest.raises(PostgresUnavailableError, match="staging: refused"):
-        run_staging(Job(retry), target(), "sink wc")  # type: ignore[arg-type]
+        run_staging(rdd(retry), target(), "sink wc")
     setup = [(0, -1, ("SinkSetupError", "bad password; check the user"))]
     with pytest.raises(SinkSetupError, match=r"^sink wc: bad password; check the user$"):
-        run_staging(Job(setup), target(), "sink wc")  # type: ignore[arg-type]
+        run_staging(rdd(setup), target(), "sink wc")
     sink = [(0, -1, ("SinkError", "permission denied; grant"))]
     with pytest.raises(SinkError, match=r"^sink wc: permission denied"):
-        run_staging(Job(sink), target(), "sink wc")  # type: ignore[arg-type]
+        run_staging(rdd(sink), target(), "sink wc")
 
 
 def test_a_kept_connection_that_no_longer_answers_is_replaced(
@@ -144,8 +148,35 @@ class Frame:
         return self.results
 
 
+def frame(results: list[tuple[Any, ...]]) -> FrameRows:
+    return FrameRows(Frame(results))  # type: ignore[arg-type]
+
+
 def test_the_driver_reads_a_frames_results_as_an_rdds() -> None:
-    assert run_staging(Frame([(0, 5, None, None)]), target(), "x") == {0: 5}  # type: ignore[arg-type]
-    failed = Frame([(0, 5, None, None), (1, -1, "SinkSetupError", "bad password")])
+    assert run_staging(frame([(0, 5, None, None)]), target(), "x") == {0: 5}
+    failed = frame([(0, 5, None, None), (1, -1, "SinkSetupError", "bad password")])
     with pytest.raises(SinkSetupError, match=r"^sink wc: bad password$"):
-        run_staging(failed, target(), "sink wc")  # type: ignore[arg-type]
+        run_staging(failed, target(), "sink wc")
+
+
+class Both(Job, Frame):
+    """Rows that have both engines' methods: which job runs is the caller's word."""
+
+    def __init__(self, results: list[Any]) -> None:
+        self.results = results
+        self.ran: list[str] = []
+
+    def mapPartitionsWithIndex(self, function: Any) -> Both:  # noqa: N802 (Spark's)
+        self.ran.append("partitions")
+        return self
+
+    def mapInArrow(self, function: Any, schema: str) -> Both:  # noqa: N802 (Spark's)
+        self.ran.append("arrow")
+        return self
+
+
+def test_the_caller_says_which_engines_rows_it_hands_over() -> None:
+    pairs, rows = Both([(0, 5, None)]), Both([(1, 2, None, None)])
+    assert run_staging(PairRows(pairs), target(), "x") == {0: 5}  # type: ignore[arg-type]
+    assert run_staging(FrameRows(rows), target(), "x") == {1: 2}  # type: ignore[arg-type]
+    assert (pairs.ran, rows.ran) == (["partitions"], ["arrow"])

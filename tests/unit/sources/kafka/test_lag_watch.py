@@ -1,6 +1,9 @@
 """The lag watch's schedule: every `every` seconds, sooner when a batch wakes it, never
 more often than `soonest`; a failed reading warned of once. (Its readings of a real
-broker: tests/integration/test_kafka_lag_watch.py.)"""
+broker: tests/integration/test_kafka_lag_watch.py.)
+
+The schedule runs on a clock of the test's: its two events wait on that clock, so each
+reading's time is exact and no test sleeps or measures the wall clock."""
 
 from __future__ import annotations
 
@@ -10,69 +13,127 @@ import time
 import pytest
 
 from streaming_app.sources.kafka.client import KafkaConnection
-from streaming_app.sources.kafka.lag_watch import LagWatch
+from streaming_app.sources.kafka.lag_watch import EVERY_SECONDS, SOONEST_SECONDS, LagWatch
+
+
+class Clock:
+    """Seconds that pass only when the watch waits; the wakes and the stop it will meet."""
+
+    def __init__(self, wakes: list[float], stop_at: float) -> None:
+        self.now = 0.0
+        self.wakes = sorted(wakes)
+        self.stop_at = stop_at
+        self.consumed = 0  # wakes cleared so far
+
+    def next_event(self, after: float) -> float:
+        """The first wake (or the stop, which wakes the watch too) after `after`."""
+        pending = [t for t in self.wakes[self.consumed :] if t > after] + [self.stop_at]
+        return min(pending)
+
+
+class WakeEvent:
+    """The watch's `_wake`, on the clock: set by every wake at or before now."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def wait(self, timeout: float) -> bool:
+        clock = self.clock
+        if self.is_set():
+            return True
+        woken = clock.next_event(clock.now)
+        if woken <= clock.now + timeout:
+            clock.now = woken
+            return True
+        clock.now += timeout
+        return False
+
+    def is_set(self) -> bool:
+        clock = self.clock
+        due = [t for t in clock.wakes[clock.consumed :] if t <= clock.now]
+        return bool(due) or clock.now >= clock.stop_at
+
+    def clear(self) -> None:
+        clock = self.clock
+        while clock.consumed < len(clock.wakes) and clock.wakes[clock.consumed] <= clock.now:
+            clock.consumed += 1
+
+    def set(self) -> None:
+        raise AssertionError("wakes are the clock's")
+
+
+class StopEvent:
+    """The watch's `_stop`, on the clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def is_set(self) -> bool:
+        return self.clock.now >= self.clock.stop_at
+
+    def wait(self, timeout: float) -> bool:
+        clock = self.clock
+        if clock.stop_at <= clock.now + timeout:
+            clock.now = max(clock.now, clock.stop_at)
+            return True
+        clock.now += timeout
+        return False
 
 
 class CountingWatch(LagWatch):
-    """Counts its readings instead of asking a broker."""
+    """Counts its readings (the clock's time of each) instead of asking a broker."""
 
     readings: list[float]
+    clock: Clock
 
     def once(self) -> None:
-        self.readings.append(time.monotonic())
+        self.readings.append(self.clock.now)
 
 
-def watch(every: float, soonest: float) -> CountingWatch:
+def schedule(every: float, soonest: float, wakes: list[float], stop_at: float) -> list[float]:
+    """The times of the readings a watch makes on the test's clock, run to its stop."""
     counting = CountingWatch(KafkaConnection("127.0.0.1:9"), ["words"], None, every, soonest)
-    counting.readings = []
-    return counting
-
-
-def wait_for(counting: CountingWatch, readings: int, timeout: float = 5) -> None:
-    deadline = time.monotonic() + timeout
-    while len(counting.readings) < readings:
-        assert time.monotonic() < deadline, counting.readings
-        time.sleep(0.01)
+    counting.readings, counting.clock = [], Clock(wakes, stop_at)
+    counting._wake = WakeEvent(counting.clock)  # type: ignore[assignment]
+    counting._stop = StopEvent(counting.clock)  # type: ignore[assignment]
+    counting._loop()
+    return counting.readings
 
 
 def test_a_wake_reads_at_once_and_the_schedule_goes_on() -> None:
-    counting = watch(every=3600, soonest=0.05)
-    counting.start()
-    try:
-        time.sleep(0.2)
-        assert counting.readings == []  # the schedule's first reading is an hour away
-        woken = time.monotonic()
-        counting.wake()
-        wait_for(counting, 1)
-        assert counting.readings[0] - woken < 1
-    finally:
-        counting.stop()
-    assert counting._thread is not None and not counting._thread.is_alive()
+    # The schedule's first reading is an hour away; a wake at 10 s reads then, and the
+    # schedule goes on an hour after that reading.
+    readings = schedule(every=3600, soonest=0.05, wakes=[10], stop_at=8000)
+    assert readings == pytest.approx([10, 3610.05, 7210.1])
 
 
 def test_wakes_come_no_closer_than_soonest() -> None:
-    counting = watch(every=3600, soonest=0.5)
-    counting.start()
-    try:
-        counting.wake()
-        wait_for(counting, 1)
-        for _ in range(20):  # a batch a few ms apart, each leaving lag
-            counting.wake()
-            time.sleep(0.01)
-        wait_for(counting, 2)
-        time.sleep(0.2)
-        first, second = counting.readings[:2]
-        assert second - first >= 0.5
-        assert len(counting.readings) == 2  # the twenty wakes made one more reading
-    finally:
-        counting.stop()
+    # A batch every 10 ms, each leaving lag: one reading at the first, one more `soonest`
+    # later for all the others, then the schedule.
+    wakes = [0.01 * n for n in range(1, 21)]
+    assert schedule(every=3600, soonest=0.5, wakes=wakes, stop_at=100) == pytest.approx(
+        [0.01, 0.51]
+    )
+
+
+def test_no_wake_reads_on_the_schedule_alone() -> None:
+    assert schedule(every=60, soonest=1, wakes=[], stop_at=200) == [60, 121, 182]
+
+
+def test_by_default_a_wake_reads_within_2_s_and_the_schedule_every_15_s() -> None:
+    # docs/metrics.md, streaming_app_kafka_lag_seconds: read every 15 s (after a reading's
+    # 2 s pause) and within 2 s of a batch that leaves lag behind.
+    readings = schedule(EVERY_SECONDS, SOONEST_SECONDS, wakes=[1, 1.5, 12], stop_at=40)
+    assert readings == [1, 3, 12, 29]
 
 
 def test_stop_ends_the_thread_while_it_waits_for_the_schedule() -> None:
-    counting = watch(every=3600, soonest=3600)
+    counting = CountingWatch(KafkaConnection("127.0.0.1:9"), ["words"], None, 3600, 3600)
+    counting.readings = []
     counting.start()
     started = time.monotonic()
     counting.stop()
+    assert counting._thread is not None and not counting._thread.is_alive()
     assert time.monotonic() - started < 2
     assert counting.readings == []
 
