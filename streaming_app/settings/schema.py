@@ -41,10 +41,19 @@ from streaming_app.settings.rules import (
 )
 
 ENV_PREFIX = "STREAMING_APP_"
-# Variables with the prefix that are not settings: they belong to scripts/, or (JVM_ARCHIVE)
-# to how the JVM is launched (common/jvm_archive.py).
+# Variables with the prefix that are not settings: they belong to scripts/ (CODE: how
+# submit.sh ships the code; VENV; TEST_WORKERS), to conf/secure/spark-env.sh (PYTHON: the
+# daemons' reader of the secret), or (JVM_ARCHIVE) to how the JVM is launched
+# (common/jvm_archive.py). A driver started by those inherits them.
 ENV_NOT_SETTINGS = frozenset(
-    {"STREAMING_APP_VENV", "STREAMING_APP_CONFIG", "STREAMING_APP_JVM_ARCHIVE"}
+    {
+        "STREAMING_APP_VENV",
+        "STREAMING_APP_CONFIG",
+        "STREAMING_APP_JVM_ARCHIVE",
+        "STREAMING_APP_CODE",
+        "STREAMING_APP_PYTHON",
+        "STREAMING_APP_TEST_WORKERS",
+    }
 )
 # Settings that are credentials: never shown, never written into the checkpoint.
 SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password", "postgres_dsn"})

@@ -123,3 +123,21 @@ def test_the_test_reference_check_finds_what_is_gone() -> None:
         "tests/unit/tools/test_secret_scrub.py::test_that_was_renamed",
         "test_gone.py",
     ]
+
+
+def test_every_variable_the_scripts_read_is_a_setting_or_none_the_app_refuses() -> None:
+    """A variable of scripts/ or conf/ with the app's prefix reaches the driver they start
+    (`STREAMING_APP_CODE=zip scripts/submit.sh ...`): the app must not take it for an
+    unknown setting (exit 2)."""
+    from streaming_app.settings.loading import load_config
+    from streaming_app.settings.schema import ENV_NOT_SETTINGS, ENV_PREFIX
+
+    files = [*(ROOT / "scripts").iterdir(), *(ROOT / "conf").rglob("*"), ROOT / "Dockerfile"]
+    text = " ".join(f.read_text("utf-8") for f in files if f.is_file() and f.suffix != ".jsa")
+    names = set(re.findall(rf"\b{ENV_PREFIX}[A-Z_]+[A-Z]\b", text))
+    settings = {n for n in names if n[len(ENV_PREFIX) :].lower() in SETTINGS}
+    assert names - settings <= ENV_NOT_SETTINGS, names - settings - ENV_NOT_SETTINGS
+    # Its positive control: such a variable that is not listed is refused by the app.
+    with pytest.raises(Exception, match="STREAMING_APP_NOT_A_SETTING: unknown setting"):
+        load_config(env={"STREAMING_APP_NOT_A_SETTING": "1"})
+    load_config(env=dict.fromkeys(ENV_NOT_SETTINGS - {"STREAMING_APP_CONFIG"}, "1"))
