@@ -464,3 +464,86 @@ def test_the_intruder_submits_a_kill_link_as_a_click_would() -> None:
     forms = parse_kill_forms("http://10.0.0.1:4040/jobs/", f"<p>{KILL_LINK}</p>")
     token = "86c6a5b58349c7b8e6f991750e5c2f63"
     assert forms == [("http://10.0.0.1:4040/jobs/job/kill/", f"id=0&csrfToken={token}")]
+
+
+# Issue 57, item 1: each way of turning authentication on (the test above gives the
+# environment's), and the fetch's positive control (code shipped on purpose).
+WAYS = ("flag", "config-file", "spark-defaults", "zip-on-purpose")
+WAYS_DRIVER_PORT, WAYS_UI_PORT = 7103, 4043
+
+
+@pytest.mark.slow  # four runs of the app on the cluster; the plan of each way is a unit test
+@pytest.mark.parametrize("way", WAYS)
+def test_every_way_of_turning_authentication_on_ships_no_code(
+    site: Site, way: str, tmp_path: Path
+) -> None:
+    """scripts/submit.sh on the secured cluster with the secret given one way: the secured
+    deployment every time (no code on the driver's file server for a host without the
+    secret, the app's worker daemon), exact; with `STREAMING_APP_CODE=zip` given on
+    purpose, the same probe fetches the zip (the control)."""
+    hosts, cluster = site.hosts, site.cluster
+    driver = hosts["driver"].address
+    dirs = {name: tmp_path / name for name in ("checkpoint", "input", "output")}
+    dirs["input"].mkdir()
+    conf_dir, env, extra = ROOT / "conf", {}, []
+    if way == "flag":
+        extra = ["--spark-secret-file", str(site.secret_file)]
+    elif way == "config-file":
+        config = tmp_path / "app.ini"
+        config.write_text(f"[security]\nspark_secret_file = {site.secret_file}\n")
+        extra = ["--config", str(config)]
+    elif way == "spark-defaults":  # spark.authenticate true there; Spark's own variable
+        conf_dir, env = ROOT / "conf" / "secure", {"_SPARK_AUTH_SECRET": site.secret}
+    else:
+        conf_dir = ROOT / "conf" / "secure"
+        env = {
+            "STREAMING_APP_SPARK_SECRET_FILE": str(site.secret_file),
+            "STREAMING_APP_CODE": "zip",
+        }
+    submit_args = [
+        "--master", cluster.master_url,
+        "--conf", f"spark.driver.host={driver}",
+        "--conf", f"spark.driver.port={WAYS_DRIVER_PORT}",
+        "--conf", f"spark.local.dir={tmp_path / 'driver-local'}",
+        "--executor-memory", "512m",
+    ]  # fmt: skip
+    run_args = files_args(
+        dirs, "--allow-local-checkpoint", *extra,
+        "--spark-conf", "spark.ui.enabled=true", "--spark-conf", f"spark.ui.port={WAYS_UI_PORT}",
+    )  # fmt: skip
+    app = SubmittedApp(
+        submit_args, run_args, tmp_path, "submit", on=hosts["driver"],
+        env={"SPARK_CONF_DIR": str(conf_dir), **env},
+    )  # fmt: skip
+    intruder, on_driver = Intruder(hosts["intruder"], tmp_path), Intruder(hosts["driver"], tmp_path)
+    text = "".join(f"w{n % 7} w{n % 3}\n" for n in range(40))
+    try:
+        with cluster.logs_on_failure():
+            app.wait_for_log(STARTED["dstream"], timeout=180)
+            drop_file(dirs["input"], "a.txt", text.encode())
+            wait_for_totals(dirs["output"], truth([text]), app, timeout=150)
+            (app_id,) = [a["id"] for a in cluster.master_json()["activeapps"]]
+            environment_file = tmp_path / "environment.json"
+            api = f"http://127.0.0.1:{WAYS_UI_PORT}/api/v1/applications/{app_id}/environment"
+            got = on_driver.now("http", "GET", api, "--save", str(environment_file))
+            zip_path = "files/streaming_app-pyfiles.zip"
+            fetched_dir = tmp_path / "fetched"
+            rpc = f"spark://{driver}:{WAYS_DRIVER_PORT}"
+            intruder.start("fetch", "fetch", rpc, str(fetched_dir), zip_path)
+            fetched = intruder.result("fetch", timeout=120)
+    finally:
+        app.stop_if_running()
+    assert got.get("status") == 200, got
+    properties = dict(json.loads(environment_file.read_text())["sparkProperties"])
+    daemon = properties.get("spark.python.daemon.module")
+    plan = re.findall(r"STREAMING_APP_CODE=(\w+)", app.log())
+    if way == "zip-on-purpose":
+        # The control: the same probe from the same host fetches the code the driver ships.
+        assert fetched[zip_path].get("bytes", 0) > 0, fetched
+        assert daemon != "streaming_app.lifecycle.worker_daemon", daemon  # Spark's own
+        assert plan == ["zip"], app.log()[-3000:]
+    else:
+        assert "error" in fetched[zip_path], fetched
+        assert plan == ["installed", "installed"], app.log()[-3000:]
+        assert daemon == "streaming_app.lifecycle.worker_daemon", daemon
+        assert not properties.get("spark.submit.pyFiles"), properties
