@@ -134,3 +134,31 @@ def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_
     assert SAID not in clean.log()
     assert "Creating new context" not in clean.log()
     assert find_secrets([dirs["checkpoint"], dirs["output"], tmp_path / "run3.log"], [secret]) == []
+
+
+def test_scrub_is_refused_while_a_first_run_holds_its_new_checkpoint(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    """A first run on a checkpoint directory that did not exist, authentication on: a
+    scrub started while it runs is refused in one line (exit 3) and rewrites nothing; once
+    it stopped, scrub finds no secret in what the run wrote. (A run's placeholder, which a
+    cluster master's run writes, is no secret to scrub either: test_secret_scrub.py.)"""
+    assert not dirs["checkpoint"].exists()
+    args = files_args(dirs, "--spark-conf", "spark.authenticate=true")
+    app = start_app(*args)
+    app.wait_for_log(r"Started new streaming context")
+    drop_file(dirs["input"], "a.txt", b"one two two\n")
+    wait_for_totals(dirs["output"], {"one": 1, "two": 2}, app)
+    written = {p.name: p.stat().st_mtime_ns for p in dirs["checkpoint"].glob("checkpoint-*")}
+    refused = scrub_cli(dirs["checkpoint"])
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "an app is running on this checkpoint" in refused.stderr
+    assert not list(dirs["checkpoint"].glob(".streaming-app-scrub-*"))
+    for name, mtime in written.items():  # what Spark has not replaced since, untouched
+        path = dirs["checkpoint"] / name
+        assert not path.exists() or path.stat().st_mtime_ns == mtime, name
+    assert app.terminate() == 0, app.log()[-3000:]
+    assert list(dirs["checkpoint"].glob("checkpoint-*")), "no checkpoint file to scrub"
+    done = scrub_cli(dirs["checkpoint"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == f"{dirs['checkpoint']}: no checkpoint file holds a secret\n"
