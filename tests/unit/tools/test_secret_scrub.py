@@ -165,21 +165,27 @@ def test_a_scrub_killed_at_any_step_leaves_whole_files_and_nothing_spark_lists(
         assert (tmp_path / name).read_bytes() == scrubbed
 
 
-def test_scrub_refuses_while_a_run_holds_the_checkpoint_and_goes_on_once_it_died(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "checkpoint-1000").write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+def _run_holding(directory: Path) -> subprocess.Popen[str]:
+    """A process that holds `directory` as a run does (hold_for_run), once it said so."""
     holder = subprocess.Popen(
         [
             sys.executable, "-c",
             "import sys, time; from streaming_app.recovery.checkpoint_lock import hold_for_run;"
             "hold_for_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
-            str(tmp_path),
+            str(directory),
         ],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_scrub_refuses_while_a_run_holds_the_checkpoint_and_goes_on_once_it_died(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "checkpoint-1000").write_bytes(_pairs(("spark.authenticate.secret", "s3")))
+    holder = _run_holding(tmp_path)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(CheckpointError, match="an app is running on this checkpoint"):
             scrub_checkpoint(str(tmp_path), _identity_codec())
         assert b"s3" in (tmp_path / "checkpoint-1000").read_bytes()
@@ -264,17 +270,8 @@ def test_a_first_run_holds_its_checkpoint_before_it_exists_so_scrub_refuses(
     and holds the lock from then on; a scrub started before Spark's first checkpoint is
     refused, and nothing is written."""
     directory = tmp_path / "new-checkpoint"
-    holder = subprocess.Popen(
-        [
-            sys.executable, "-c",
-            "import sys, time; from streaming_app.recovery.checkpoint_lock import hold_for_run;"
-            "hold_for_run(sys.argv[1]); print('held', flush=True); time.sleep(600)",
-            str(directory),
-        ],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = _run_holding(directory)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         assert directory.is_dir()
         with pytest.raises(CheckpointError, match="an app is running on this checkpoint"):
             scrub_checkpoint(str(directory), _identity_codec())
