@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,52 @@ def test_corrupt_newest_checkpoint_file_recovers_from_an_older_one(
     drop_file(dirs["input"], "b.txt", b"two three\n")
     wait_for_totals(dirs["output"], {"one": 1, "two": 3, "three": 1}, again)
     assert again.terminate() == 0
+
+
+def test_checkpoint_files_naming_lost_state_are_set_aside_and_an_older_one_recovers(
+    dirs: dict[str, Path], start_app: Any
+) -> None:
+    """The state checkpoint lost (a bad disk, a hand, or Spark's own clean-up before a newer
+    file was usable): Spark reads the newest checkpoint file, whose state is gone, and its
+    start fails. The app sets each such file aside (`unusable-ckpt-<ms>`, a warning) and
+    recovers from the next older one it can start, here one written before the first state
+    checkpoint; the totals stay exact (docs/recovery.md, "A damaged newest file")."""
+    rng = random.Random(57)
+    texts: list[str] = []
+
+    def add(name: str) -> None:
+        texts.append(make_text(rng, rng.randint(10, 30)))
+        drop_file(dirs["input"], name, texts[-1].encode())
+
+    args = files_args(dirs, "--checkpoint-interval", "4")
+    app = start_app(*args)
+    app.wait_for_log(r"Started new streaming context")
+    add("a.txt")
+    wait_for_totals(dirs["output"], truth(texts), app)
+    checkpoint = dirs["checkpoint"]
+    wait_for(
+        "the first state checkpoint", lambda: newest_state_checkpoint(checkpoint) >= 0, 30, app
+    )
+    # Stopped within a few batches: Spark keeps the newest ten checkpoint files, so some
+    # written before the first state checkpoint are still there.
+    assert app.terminate() == 0, app.log()[-3000:]
+    for state in checkpoint.glob("*/rdd-*"):
+        shutil.rmtree(state)
+
+    again = start_app(*args)
+    match = again.wait_for_log(r"Recovered streaming context .* at batch_time_ms=(\d+)")
+    warnings = re.findall(r"setting aside (checkpoint-(\d+))", again.log())
+    assert warnings, again.log()[-3000:]
+    aside = sorted(int(ms) for _, ms in warnings)
+    assert int(match.group(1)) < aside[0]
+    assert {int(p.name.split("-")[2][:13]) for p in checkpoint.glob("unusable-ckpt-*")} == set(
+        aside
+    )
+    add("b.txt")
+    wait_for_totals(dirs["output"], truth(texts), again)
+    wait_more_batches(again)  # more batches: a double count would show now
+    wait_for_totals(dirs["output"], truth(texts), again, timeout=5)
+    assert again.terminate() == 0, again.log()[-3000:]
 
 
 def test_kafka_restore_into_a_new_checkpoint_with_other_intervals(
