@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Spark's file source option: files older than this before the newest one seen are skipped.
+MAX_FILE_AGE = "36500d"
+
 
 def lines_of(spark: SparkSession, config: AppConfig) -> DataFrame:
     """The configured source's lines: files moved into input_dir, or a TCP socket."""
@@ -32,7 +35,12 @@ def lines_of(spark: SparkSession, config: AppConfig) -> DataFrame:
     if config.source == "files":
         assert config.input_dir is not None
         log.info("source: files in %s (exactly-once across driver crashes)", config.input_dir)
-        return spark.readStream.text(config.input_dir)
+        # Spark's file source skips, without a word, a file whose modification time is
+        # more than maxFileAge (7 days by default) before the newest file it has seen: a
+        # file moved in (`mv` keeps its time) from an old export would never be counted.
+        # The app's promise is every file moved in, so the age is a century; Spark then
+        # remembers every file name it has read, as its source log already does.
+        return spark.readStream.option("maxFileAge", MAX_FILE_AGE).text(config.input_dir)
     log.info(
         "source: socket %s:%d (not replayable: a crash loses what is in flight)",
         config.host,
