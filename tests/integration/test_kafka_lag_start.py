@@ -15,10 +15,10 @@ import pytest
 from psycopg import sql
 
 from tests.integration.conftest import kafka_args
-from tests.integration.harness import free_port
+from tests.integration.harness import free_port, wait_for
 from tests.integration.kafka_helpers import end_offsets, fresh_topic, send
 from tests.integration.pg_helpers import postgres_config
-from tests.integration.test_prometheus_kafka import samples, wait_for
+from tests.integration.test_prometheus_kafka import samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 ENGINE_ARGS = {"dstream": [], "structured": ["--engine", "structured"]}
@@ -72,7 +72,7 @@ def test_lag_is_served_while_the_first_batch_is_held_up(
             seconds = now.get("streaming_app_kafka_lag_seconds", {})
             return now if len(seconds) == len(ends) else None
 
-        seen = wait_for(lagging, "lag in seconds served for every partition", 150)
+        seen = wait_for("lag in seconds served for every partition", lagging, 150, app)
         # Served before any batch completed: from where the run starts (offset 0).
         assert seen.get("streaming_app_batches_total", {}).get(-1, 0) == 0, seen
         assert seen["streaming_app_kafka_processed_offset"] == dict.fromkeys(ends, 0), seen
@@ -84,10 +84,11 @@ def test_lag_is_served_while_the_first_batch_is_held_up(
         lock.rollback()
         lock.close()
     wait_for(
+        "the backlog processed once the table is unlocked",
         lambda: (
             served(port, topic).get("streaming_app_kafka_lag_records") == dict.fromkeys(ends, 0)
         ),
-        "the backlog processed once the table is unlocked",
         120,
+        app,
     )
     assert app.terminate() == 0, app.log()[-3000:]
