@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
 import click
 
@@ -10,6 +11,7 @@ from streaming_app.cli.exits import fail
 from streaming_app.cli.options import GroupedCommand, run_options, setup_logging
 from streaming_app.errors import StreamingAppError
 from streaming_app.settings.loading import load_config
+from streaming_app.settings.schema import AppConfig
 
 
 @click.command(cls=GroupedCommand)
@@ -21,12 +23,8 @@ def run(
     **settings: str | None,
 ) -> None:
     """Run the streaming word count; resumes from the checkpoint directory if one exists."""
-    if sinks:
-        settings["sinks"] = ",".join(sinks)
-    if settings.get("progress") is not None:  # --progress/--no-progress
-        settings["progress"] = str(settings["progress"]).lower()
     try:
-        config = load_config(config_file, cli=settings, spark_conf=spark_conf)
+        config = run_config(config_file, sinks, spark_conf, settings)
         setup_logging(config.log_level)
         if config.engine == "structured":
             from streaming_app.structured.run import run as run_structured
@@ -157,3 +155,18 @@ def supervise(
     setup_logging("info")
     policy = Policy(max_failures, failure_window, backoff, max(max_backoff, backoff))
     sys.exit(supervise_driver(run_args, policy))
+
+
+def run_config(
+    config_file: str | None,
+    sinks: tuple[str, ...] | None,
+    spark_conf: tuple[str, ...] | None,
+    settings: dict[str, str | None],
+    env: Mapping[str, str] | None = None,
+) -> AppConfig:
+    """The config of `run`'s parsed options (also cli/submit_plan.py's reading of them)."""
+    if sinks:
+        settings["sinks"] = ",".join(sinks)
+    if settings.get("progress") is not None:  # --progress/--no-progress
+        settings["progress"] = str(settings["progress"]).lower()
+    return load_config(config_file, env, cli=settings, spark_conf=tuple(spark_conf or ()))

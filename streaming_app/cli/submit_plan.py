@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from streaming_app.errors import ConfigError, StreamingAppError
+from streaming_app.errors import StreamingAppError
 
 AUTHENTICATE = "spark.authenticate"
 # A line of a Java properties file: the key ends at the first `=`, `:` or white space.
@@ -69,19 +69,17 @@ def plan(
     submit_args: Sequence[str], run_args: Sequence[str], env: Mapping[str, str]
 ) -> tuple[str, str]:
     """`installed` or `zip`, and why. ConfigError if the run's settings do not load."""
-    from streaming_app.cli.run import run
-    from streaming_app.settings.loading import load_config
+    from streaming_app.cli.run import run, run_config
 
     with run.make_context("run", list(run_args), resilient_parsing=True) as ctx:
         params = dict(ctx.params)
-    config_file = params.pop("config_file", None)
-    spark_conf = tuple(params.pop("spark_conf", None) or ())
-    sinks = params.pop("sinks", None)
-    if sinks:
-        params["sinks"] = ",".join(sinks)
-    if params.get("progress") is not None:
-        params["progress"] = str(params["progress"]).lower()
-    config = load_config(config_file, env, cli=params, spark_conf=spark_conf)
+    config = run_config(
+        params.pop("config_file", None),
+        params.pop("sinks", None),
+        params.pop("spark_conf", None),
+        params,
+        env,
+    )
     if config.spark_secret_file:
         return "installed", "spark_secret_file is set"
     submit_conf, properties = _submit_conf(submit_args)
@@ -107,10 +105,7 @@ def main(argv: Sequence[str]) -> int:
     submit_args, run_args = args[:split], args[split + 1 :]
     try:
         code, why = plan(submit_args, run_args, os.environ)
-    except ConfigError as error:
-        print(f"Error: {error}", file=sys.stderr)
-        return error.exit_code
-    except StreamingAppError as error:  # pragma: no cover - load_config raises ConfigError
+    except StreamingAppError as error:  # the settings' one line (ConfigError, exit 2)
         print(f"Error: {error}", file=sys.stderr)
         return error.exit_code
     print(f"==> {why}: STREAMING_APP_CODE={code}", file=sys.stderr)

@@ -235,6 +235,7 @@ def check_sasl_credentials(
     servers = list(servers)
     for attempt in range(1, attempts + 1):
         broken: list[str] = []
+        wait = CHECK_BACKOFF * 2 ** (attempt - 1)  # before the next attempt
         for host, port in servers:
             try:
                 raw = socket.create_connection((host, port), timeout=timeout)
@@ -258,7 +259,6 @@ def check_sasl_credentials(
                 # Closed mid-exchange (a broker restarting looks the same), timed out, or
                 # a response this check cannot read: never taken for a login.
                 broken.append(f"{host}:{port} ({type(exc).__name__}: {exc})")
-                wait = CHECK_BACKOFF * 2 ** (attempt - 1)
                 log.warning(
                     "the SASL check with %s:%d did not finish (%s: %s)%s",
                     host, port, type(exc).__name__, exc,
@@ -267,7 +267,7 @@ def check_sasl_credentials(
         if not broken:
             return  # no server up: kafka-python's bootstrap retries and warns
         if attempt < attempts:
-            sleep(CHECK_BACKOFF * 2 ** (attempt - 1))
+            sleep(wait)
     raise PeerUnreachableError(
         f"bootstrap_servers: no Kafka broker that answered finished the SASL check "
         f"({attempts} attempts; last: {'; '.join(broken)}); the app does not read from a "
