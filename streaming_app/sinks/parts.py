@@ -7,8 +7,8 @@ to `part-NNNNN` itself, under a name of its own that it renames when complete, s
 or speculative task replaces what another attempt left, and returns only its count. On
 any other Hadoop file system (HDFS, S3) Spark's `saveAsTextFile` writes them: about
 0.1-0.25 s more a batch on two cores (its output committer), measured side by side in
-docs/benchmarks.md. Either way the driver receives a count per partition at most, never a
-line, and writes `_SUCCESS` last.
+docs/benchmarks-history.md. Either way the driver receives a count per partition at most,
+never a line, and writes `_SUCCESS` last.
 """
 
 from __future__ import annotations

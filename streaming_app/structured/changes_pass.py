@@ -11,8 +11,8 @@ complete (sinks/parts.py `write_part`: a retried task replaces what another atte
 left). The driver receives one row a partition: the count and the top N. One Spark job a
 micro-batch instead of three (a count, a ranking, Spark's text writer with Hadoop's
 output committer): 0.10-0.14 s against 0.26-0.34 s for 67,000 totals on two cores
-(docs/benchmarks.md). A delta on another Hadoop file system (HDFS, S3) is written by
-Spark's text writer beside the pass, as before.
+(docs/benchmarks-history.md). A delta on another Hadoop file system (HDFS, S3) is written
+by Spark's text writer beside the pass, as before.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ micro-batch's changed totals laid over them, the newest line of each key kept. O
 micro-batch: every total (totals.py `EveryTotal`, the state of the micro-batch before read
 with Spark's state data source, the changes laid over it), read once for both. (Every total
 read back from the chain instead cost as much in the app: 3.5-3.8 s a micro-batch against
-2.7-3.5 s, docs/benchmarks.md.) Either way
+2.7-3.5 s, docs/benchmarks-history.md.) Either way
 the lines, made by Spark itself (totals.py `total_lines`), go straight to part files on
 any Hadoop file system, and no total passes through the driver or Python.
 """

@@ -31,7 +31,8 @@ CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabl
 # it: 0.12 s a changelog at 100,000 keys on two cores. Spark's defaults (a snapshot every
 # 10 versions, uploaded by a maintenance task once a minute) leave up to 40 changelogs
 # at 2 s micro-batches: a base micro-batch took 3.1, 4.0, then 5.4 s as a run went on,
-# against 2.9, 1.9, 1.7 s with these (docs/benchmarks.md), the other micro-batches alike.
+# against 2.9, 1.9, 1.7 s with these (docs/benchmarks-history.md), the other micro-batches
+# alike.
 # Neither is kept in the checkpoint: they apply to a restarted query too.
 SNAPSHOT_CADENCE = {
     "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
