@@ -1,0 +1,237 @@
+"""End-to-end latency: a record's timestamp to its word's total visible in each sink.
+
+    python bench/run.py latency [--smoke] [--seconds 60] [--rates 0.5,0.9]
+                                [--sustained 1000000] [--sinks files,postgres]
+                                [--engines dstream,structured,peer] [--workdir DIR]
+
+Each run: a fresh topic (2 partitions) on the broker; a background load of Zipf lines at
+the rate (a share of `--sustained` words/s, bench/latency/load.py) from the run's start;
+the app (`streaming-app run`, 2 s batches, the console sink beside the files sink as the
+README sets it up, or beside the postgres sink; checkpoints and snapshots at their
+defaults; `--engine structured` for the structured engine), or Spark's own word count
+(`peer`: bench/peers/spark_peer.py with the engine's settings, its Kafka data source and
+the app's output through foreachBatch, files only). After its first batch and `--warmup`
+seconds, a probe every 0.25 s for `--seconds`; a reader polls the sink every 0.1 s
+(bench/latency/readers.py). Latency = the poll that first saw the word - the record's
+timestamp; p50, p99, max over the probes; the median batch time of the probes' window
+from the app's metrics file (the peer's: its triggers) and the target, p99 within the
+batch interval plus twice that median. At each rate the engines run one after the other.
+
+The sustained rate is an option, not measured here: bench/throughput/exact.py's search
+(a run per batch size) takes longer than every latency run together; its default is the
+exact configuration's sustained rate in docs/benchmarks.md (200,000 lines of 10 words
+every 2 s, the largest size tried: 1,000,000 words/s). Whether each run kept up at its
+rate (the scheduling delay not growing) is in its row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
+from bench.harness.corpus import PARTITIONS, broker
+from bench.harness.results import machine, make_workdir, write_json
+from bench.latency.load import Load, Prober
+from bench.latency.probes import ProbeBook, batch_figures, latency_figures, latency_report, target_s
+from bench.latency.readers import Reader, Watcher, files_reader, peer_reader, postgres_reader
+from bench.peers.spark_peer import APP_OUTPUT, APP_TOKENIZER, ENGINE_SETTINGS, StructuredRun
+from streaming_app.sources.kafka.client import KafkaConnection
+from streaming_app.tools.produce import ensure_topic
+
+DSN = os.environ.get("TEST_POSTGRES_DSN") or "postgresql://postgres@127.0.0.1:5432/test"
+SUSTAINED = 1_000_000  # words/s: docs/benchmarks.md, the exact configuration's sustained
+PROBE_EVERY_S = 0.25
+POLL_S = 0.1
+SETTLE_S = 30  # after the last probe: how long the unseen ones are waited for
+ENGINES = ("dstream", "structured", "peer")
+SINKS = ("files", "postgres")
+
+
+def drop_tables(table: str) -> None:
+    """Drop the postgres sink's tables of a run."""
+    import psycopg
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        for suffix in ("", "_progress", "_staging"):
+            conn.execute(f'DROP TABLE IF EXISTS "{table}{suffix}"')
+
+
+def app_args(run_dir: Path, bootstrap: str, topic: str, engine: str, sink: str) -> list[str]:
+    """The app's arguments: the console sink beside the files sink (the README's exact
+    configuration) or beside the postgres sink (a table of the run's own)."""
+    args = [*kafka_args(run_dir, bootstrap, topic), "--engine", engine]
+    if sink == "files":
+        return [*args, *exact_args(run_dir)]
+    config = run_dir / "postgres.ini"
+    config.write_text(f"[postgres]\npostgres_dsn = {DSN}\n", encoding="utf-8")
+    return [*args, "--sink", "postgres", "--postgres-table", run_dir.name.replace("-", "_"),
+            "--config", str(config)]  # fmt: skip
+
+
+def probe(
+    bootstrap: str, topic: str, read: Reader, seconds: float, load: Load, window: list[int]
+) -> tuple[ProbeBook, float]:
+    """Probes for `seconds`, then up to SETTLE_S for the last ones to show; the book, and
+    the words/s the load sent while probing (`window`: gets the probing's start and end,
+    epoch ms)."""
+    book = ProbeBook()
+    sent_before = load.sent_words()
+    watcher = Watcher(read, book, POLL_S)
+    prober = Prober(bootstrap, topic, book, PROBE_EVERY_S)
+    window.append(int(time.time() * 1000))
+    prober.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        prober.stop()
+        window.append(int(time.time() * 1000))
+        sent = load.sent_words() - sent_before
+        deadline = time.monotonic() + SETTLE_S
+        while not book.all_seen() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        watcher.stop()
+    return book, sent / max(1e-3, (window[1] - window[0]) / 1000)
+
+
+def run_app(
+    workdir: Path, bootstrap: str, engine: str, sink: str, words: int, seconds: float,
+    warmup: float,
+) -> dict[str, Any]:  # fmt: skip
+    """One run of the app: the load, the warm-up, the probes; its figures."""
+    topic = f"latency-{uuid.uuid4().hex[:8]}"
+    ensure_topic(KafkaConnection(bootstrap), topic, PARTITIONS)
+    name = f"lat-{engine}-{sink}-{words}-{uuid.uuid4().hex[:6]}"
+    run_dir = workdir / name
+    run_dir.mkdir(parents=True)
+    window: list[int] = []
+    load = Load(bootstrap, topic, words)
+    load.start()
+    app: AppRun | StructuredRun | None = None
+    try:
+        if engine == "peer":
+            peer = StructuredRun.start(
+                run_dir, None, run_dir / "checkpoint", "--kafka", f"{bootstrap},{topic},0",
+                ENGINE_SETTINGS, APP_TOKENIZER, APP_OUTPUT,
+            )  # fmt: skip
+            app = peer
+            peer.wait_for(lambda events: any("batch" in e for e in events), 300)
+            read = peer_reader(run_dir / "output")
+        else:
+            started = AppRun.start(workdir, name, app_args(run_dir, bootstrap, topic, engine, sink))
+            app = started
+            started.wait_for(lambda batches: bool(batches), 300)
+            if sink == "files":
+                read = files_reader(run_dir / "output")
+            else:
+                read = postgres_reader(DSN, run_dir.name.replace("-", "_"))
+        time.sleep(warmup)
+        book, produced = probe(bootstrap, topic, read, seconds, load, window)
+    finally:
+        load.stop()
+        if app is not None:
+            app.stop()
+        if sink == "postgres" and engine != "peer":
+            with contextlib.suppress(Exception):
+                drop_tables(run_dir.name.replace("-", "_"))
+    start, end = window
+    if isinstance(app, StructuredRun):
+        events = [e for e in app.events() if "batch" in e and start <= e["at"] * 1000 <= end]
+        batches = batch_figures([e["trigger_ms"] / 1000 for e in events], [])
+    else:
+        assert isinstance(app, AppRun)
+        steady = [b for b in app.batches() if start <= b.completed_ms <= end]
+        delays = [(b.scheduling_delay_ms or 0) / 1000 for b in steady]
+        batches = batch_figures(
+            [(b.processing_ms or 0) / 1000 for b in steady],
+            delays if any(b.scheduling_delay_ms is not None for b in steady) else [],
+        )
+    figures = latency_figures(book)
+    return {
+        "engine": engine, "sink": sink, "words_per_s": words,
+        "produced_words_per_s": round(produced), **figures, **batches,
+        "target_s": target_s(BATCH_S, batches["median_batch_s"]), "run": name,
+    }  # fmt: skip
+
+
+def latency(
+    workdir: Path, bootstrap: str, engines: list[str], sinks: list[str], shares: list[float],
+    sustained: int, seconds: float, warmup: float,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every (sink, rate, engine) run, the engines one after the other at each rate."""
+    rows = []
+    for sink in sinks:
+        for share in shares:
+            for engine in engines:
+                if engine == "peer" and sink != "files":
+                    continue  # the peer writes the app's files output only
+                words = round(sustained * share)
+                row = run_app(workdir, bootstrap, engine, sink, words, seconds, warmup)
+                row["share"] = share
+                print(latency_report({**_meta(sustained, seconds, warmup), "rows": [row]})[-1],
+                      file=sys.stderr, flush=True)  # fmt: skip
+                rows.append(row)
+    return rows
+
+
+def _meta(sustained: int, seconds: float, warmup: float) -> dict[str, Any]:
+    return {"sustained": sustained, "seconds": seconds, "warmup_s": warmup,
+            "probe_every_s": PROBE_EVERY_S, "poll_s": POLL_S, "interval_s": BATCH_S}  # fmt: skip
+
+
+def _names(text: str, known: tuple[str, ...]) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"error: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def main() -> None:
+    """Measure, print the table, record results.json."""
+    parser = argparse.ArgumentParser(prog="run.py latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="a short run at a small rate: checks the harness")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=60, help="probing, per run")
+    parser.add_argument("--warmup", type=float, default=20,
+                        help="seconds after the first batch before probing")  # fmt: skip
+    parser.add_argument("--rates", default="0.5,0.9", help="shares of the sustained rate")
+    parser.add_argument(
+        "--sustained",
+        type=int,
+        default=SUSTAINED,
+        help="the app's sustained rate, words/s (default: docs/benchmarks.md)",
+    )
+    parser.add_argument("--sinks", default=",".join(SINKS), help=f"of {', '.join(SINKS)}")
+    parser.add_argument("--engines", default=",".join(ENGINES), help=f"of {', '.join(ENGINES)}")
+    parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
+    options = parser.parse_args()
+    shares = [float(s) for s in options.rates.split(",") if s.strip()]
+    seconds, warmup, sustained = options.seconds, options.warmup, options.sustained
+    if options.smoke:
+        seconds, warmup, sustained, shares = 6, 4, 20_000, shares[:1]
+    workdir = make_workdir(options.workdir, "streaming-app-latency-")
+    engines = _names(options.engines, ENGINES)
+    sinks = _names(options.sinks, SINKS)
+    with broker(workdir) as bootstrap:
+        rows = latency(workdir, bootstrap, engines, sinks, shares, sustained, seconds, warmup)
+    found = {
+        "date": time.strftime("%Y-%m-%d"), "machine": machine(),
+        "command": "python bench/run.py latency " + " ".join(sys.argv[1:]),
+        **_meta(sustained, seconds, warmup), "rows": rows,
+    }  # fmt: skip
+    write_json(workdir / "results.json", found)
+    print("\n".join(latency_report(found)))
+    print(f"\n(logs, metrics and results.json in {workdir})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
