@@ -35,8 +35,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
 from bench.harness.corpus import PARTITIONS, broker
 from bench.harness.results import machine, make_workdir, write_json
@@ -231,7 +229,3 @@ def main() -> None:
     write_json(workdir / "results.json", found)
     print("\n".join(latency_report(found)))
     print(f"\n(logs, metrics and results.json in {workdir})", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
