@@ -143,7 +143,7 @@ def run_app(
     start, end = window
     if isinstance(app, StructuredRun):
         events = [e for e in app.events() if "batch" in e and start <= e["at"] * 1000 <= end]
-        batches = batch_figures([e["trigger_ms"] / 1000 for e in events], [])
+        batches = batch_figures([e["trigger_ms"] / 1000 for e in events], [], BATCH_S)
     else:
         assert isinstance(app, AppRun)
         steady = [b for b in app.batches() if start <= b.completed_ms <= end]
@@ -151,6 +151,7 @@ def run_app(
         batches = batch_figures(
             [(b.processing_ms or 0) / 1000 for b in steady],
             delays if any(b.scheduling_delay_ms is not None for b in steady) else [],
+            BATCH_S,
         )
     figures = latency_figures(book)
     return {

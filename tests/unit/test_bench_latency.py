@@ -65,10 +65,11 @@ def test_target_and_whether_met() -> None:
 
 
 def test_batch_figures_keep_up_unless_the_delay_grows() -> None:
-    steady = batch_figures([1.0, 3.0, 2.0], [0.0, 0.3, 0.4])
+    steady = batch_figures([1.0, 3.0, 2.0], [0.0, 0.3, 0.4], 2)
     assert steady["median_batch_s"] == 2.0 and steady["kept_up"] and steady["max_delay_s"] == 0.4
-    assert not batch_figures([1.0, 3.0], [0.0, 0.6])["kept_up"]
-    assert batch_figures([1.0], [])["kept_up"]  # no delays known (the peer): not judged
+    assert not batch_figures([1.0, 1.0], [0.0, 0.6], 2)["kept_up"]  # the delay grows
+    assert batch_figures([1.0], [], 2)["kept_up"]  # no delays known (the peer): the median
+    assert not batch_figures([2.1, 2.2, 1.0], [], 2)["kept_up"]  # over the interval
 
 
 def test_pacing_sends_what_is_due_and_records_hold_lines_of_ten_words() -> None:
