@@ -1,11 +1,12 @@
 """End-to-end latency: a record's timestamp to its word's total visible in each sink.
 
     python bench/run.py latency [--smoke] [--seconds 60] [--rates 0.5,0.9]
-                                [--sustained 1000000] [--sinks files,postgres]
+                                [--sustained [ENGINE=]WORDS,...] [--sinks files,postgres]
                                 [--engines dstream,structured,peer] [--workdir DIR]
 
 Each run: a fresh topic (2 partitions) on the broker; a background load of Zipf lines at
-the rate (a share of `--sustained` words/s, bench/latency/load.py) from the run's start;
+the rate (a share of the engine's `--sustained` words/s, bench/latency/load.py) from the
+run's start;
 the app (`streaming-app run`, 2 s batches, the console sink beside the files sink as the
 README sets it up, or beside the postgres sink; checkpoints and snapshots at their
 defaults; `--engine structured` for the structured engine), or Spark's own word count
@@ -20,8 +21,10 @@ batch interval plus twice that median. At each rate the engines run one after th
 The sustained rate is an option, not measured here: bench/throughput/exact.py's search
 (a run per batch size) takes longer than every latency run together; its default is the
 exact configuration's sustained rate in docs/benchmarks.md (200,000 lines of 10 words
-every 2 s, the largest size tried: 1,000,000 words/s). Whether each run kept up at its
-rate (the scheduling delay not growing) is in its row.
+every 2 s, the largest size tried: 1,000,000 words/s), for every engine unless given
+per engine (`--sustained 400000,dstream=1000000`: the peer runs beside the structured
+engine at its rates). Whether each run kept up at its rate (its median batch within the
+interval, the scheduling delay not growing) is in its row.
 """
 
 from __future__ import annotations
@@ -163,7 +166,7 @@ def run_app(
 
 def latency(
     workdir: Path, bootstrap: str, engines: list[str], sinks: list[str], shares: list[float],
-    sustained: int, seconds: float, warmup: float,
+    sustained: dict[str, int], seconds: float, warmup: float,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every (sink, rate, engine) run, the engines one after the other at each rate."""
     rows = []
@@ -172,7 +175,7 @@ def latency(
             for engine in engines:
                 if engine == "peer" and sink != "files":
                     continue  # the peer writes the app's files output only
-                words = round(sustained * share)
+                words = round(sustained[engine] * share)
                 row = run_app(workdir, bootstrap, engine, sink, words, seconds, warmup)
                 row["share"] = share
                 print(latency_report({**_meta(sustained, seconds, warmup), "rows": [row]})[-1],
@@ -181,7 +184,24 @@ def latency(
     return rows
 
 
-def _meta(sustained: int, seconds: float, warmup: float) -> dict[str, Any]:
+def parse_sustained(text: str, engines: tuple[str, ...] = ENGINES) -> dict[str, int]:
+    """`--sustained`: words/s per engine, from `WORDS` (every engine) and `ENGINE=WORDS`
+    items (that engine); an engine given none gets SUSTAINED."""
+    every, given = SUSTAINED, {}
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        engine, _, words = item.rpartition("=")
+        if engine and engine not in engines:
+            raise SystemExit(f"error: --sustained: unknown engine {engine}")
+        if not words.isdigit() or int(words) <= 0:
+            raise SystemExit(f"error: --sustained: {item!r} is not [ENGINE=]WORDS")
+        if engine:
+            given[engine] = int(words)
+        else:
+            every = int(words)
+    return {engine: given.get(engine, every) for engine in engines}
+
+
+def _meta(sustained: dict[str, int], seconds: float, warmup: float) -> dict[str, Any]:
     return {"sustained": sustained, "seconds": seconds, "warmup_s": warmup,
             "probe_every_s": PROBE_EVERY_S, "poll_s": POLL_S, "interval_s": BATCH_S}  # fmt: skip
 
@@ -205,18 +225,20 @@ def main() -> None:
     parser.add_argument("--rates", default="0.5,0.9", help="shares of the sustained rate")
     parser.add_argument(
         "--sustained",
-        type=int,
-        default=SUSTAINED,
-        help="the app's sustained rate, words/s (default: docs/benchmarks.md)",
+        default=str(SUSTAINED),
+        help="the sustained rate, words/s: WORDS for every engine or ENGINE=WORDS items "
+        "(default: docs/benchmarks.md's, the DStream engine's)",
     )
     parser.add_argument("--sinks", default=",".join(SINKS), help=f"of {', '.join(SINKS)}")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"of {', '.join(ENGINES)}")
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     shares = [float(s) for s in options.rates.split(",") if s.strip()]
-    seconds, warmup, sustained = options.seconds, options.warmup, options.sustained
+    seconds, warmup = options.seconds, options.warmup
+    sustained = parse_sustained(options.sustained)
     if options.smoke:
-        seconds, warmup, sustained, shares = 6, 4, 20_000, shares[:1]
+        seconds, warmup, shares = 6, 4, shares[:1]
+        sustained = dict.fromkeys(ENGINES, 20_000)
     workdir = make_workdir(options.workdir, "streaming-app-latency-")
     engines = _names(options.engines, ENGINES)
     sinks = _names(options.sinks, SINKS)

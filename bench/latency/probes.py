@@ -128,7 +128,8 @@ def latency_report(found: dict[str, Any]) -> list[str]:
     lines = [
         f"End-to-end latency ({found['seconds']} s of probes every {found['probe_every_s']} s a "
         f"run after {found['warmup_s']} s of warm-up; sustained rate taken as "
-        f"{found['sustained']:,} words/s; the reader polls every {found['poll_s']} s; "
+        + ", ".join(f"{w:,} words/s ({e})" for e, w in found["sustained"].items())
+        + f"; the reader polls every {found['poll_s']} s; "
         f"batch interval {found['interval_s']} s):",
         "",
         "| engine | sink | rate (words/s) | produced | probes (missed) | p50 | p99 | max "

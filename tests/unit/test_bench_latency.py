@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
+from bench.latency.latency import SUSTAINED, parse_sustained
 from bench.latency.load import LINES_PER_RECORD, due, record_pool
 from bench.latency.probes import (
     PROBE_END,
@@ -100,11 +103,23 @@ def test_the_report_has_a_row_per_run() -> None:
         "p99_s": 3.1, "max_s": 3.3, "median_batch_s": 0.9, "target_s": 3.8,
         "max_delay_s": 0.1, "kept_up": True,
     }  # fmt: skip
-    found = {"sustained": 1_000_000, "seconds": 60, "warmup_s": 20, "probe_every_s": 0.25,
-             "poll_s": 0.1, "interval_s": 2, "rows": [row, {**row, "p99_s": 4.0}]}  # fmt: skip
+    found = {"sustained": {"dstream": 1_000_000}, "seconds": 60, "warmup_s": 20,
+             "probe_every_s": 0.25, "poll_s": 0.1, "interval_s": 2,
+             "rows": [row, {**row, "p99_s": 4.0}]}  # fmt: skip
     lines = latency_report(found)
     assert lines[-2] == (
         "| dstream | files | 500,000 (50%) | 499,800 | 200 (0) | 1.90 s | 3.10 s | 3.30 s | "
         "0.90 s | 3.80 s | yes | yes (0.10 s) |"
     )
     assert "| 4.00 s |" in lines[-1] and "| no |" in lines[-1]
+
+
+def test_the_sustained_rate_is_given_for_every_engine_or_per_engine() -> None:
+    assert parse_sustained("") == dict.fromkeys(("dstream", "structured", "peer"), SUSTAINED)
+    assert parse_sustained("400000,dstream=1000000") == {
+        "dstream": 1_000_000, "structured": 400_000, "peer": 400_000,
+    }  # fmt: skip
+    assert parse_sustained("dstream=1000000,400000")["dstream"] == 1_000_000  # in any order
+    for wrong in ("flink=5", "fast", "dstream=0"):
+        with pytest.raises(SystemExit):
+            parse_sustained(wrong)
