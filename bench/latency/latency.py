@@ -2,7 +2,8 @@
 
     python bench/run.py latency [--smoke] [--seconds 60] [--rates 0.5,0.9]
                                 [--sustained [ENGINE=]WORDS,...] [--sinks files,postgres]
-                                [--engines dstream,structured,peer] [--workdir DIR]
+                                [--engines dstream,structured,peer] [--intervals 2]
+                                [--workdir DIR]
 
 Each run: a fresh topic (2 partitions) on the broker; a background load of Zipf lines at
 the rate (a share of the engine's `--sustained` words/s, bench/latency/load.py) from the
@@ -38,7 +39,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
+from bench.harness.app import (
+    BATCH_S,
+    EXACT_CHECKPOINT_BATCHES,
+    AppRun,
+    exact_args,
+    kafka_args,
+)
 from bench.harness.corpus import PARTITIONS, broker
 from bench.harness.results import machine, make_workdir, write_json
 from bench.latency.load import Load, Prober
@@ -66,12 +73,18 @@ def drop_tables(table: str) -> None:
             conn.execute(f'DROP TABLE IF EXISTS "{table}{suffix}"')
 
 
-def app_args(run_dir: Path, bootstrap: str, topic: str, engine: str, sink: str) -> list[str]:
+def app_args(
+    run_dir: Path, bootstrap: str, topic: str, engine: str, sink: str, interval: int = BATCH_S
+) -> list[str]:
     """The app's arguments: the console sink beside the files sink (the README's exact
-    configuration) or beside the postgres sink (a table of the run's own)."""
+    configuration) or beside the postgres sink (a table of the run's own); batches of
+    `interval` seconds (a later option overrides kafka_args' 2 s; the state checkpoint
+    and snapshots every 10 batches, the default, at any interval)."""
     args = [*kafka_args(run_dir, bootstrap, topic), "--engine", engine]
+    args += ["--batch-interval", str(interval)]
     if sink == "files":
-        return [*args, *exact_args(run_dir)]
+        every = EXACT_CHECKPOINT_BATCHES * interval
+        return [*args, *exact_args(run_dir), "--checkpoint-interval", str(every)]
     config = run_dir / "postgres.ini"
     config.write_text(f"[postgres]\npostgres_dsn = {DSN}\n", encoding="utf-8")
     return [*args, "--sink", "postgres", "--postgres-table", run_dir.name.replace("-", "_"),
@@ -80,12 +93,13 @@ def app_args(run_dir: Path, bootstrap: str, topic: str, engine: str, sink: str) 
 
 def probe(
     bootstrap: str, topic: str, read: Reader, seconds: float, load: Load, window: list[int]
-) -> tuple[ProbeBook, float]:
+) -> tuple[ProbeBook, float, float]:
     """Probes for `seconds`, then up to SETTLE_S for the last ones to show; the book, and
-    the words/s the load sent while probing (`window`: gets the probing's start and end,
+    the words/s the load sent while probing, and the CPU seconds a second this process
+    (the reader, the prober) took meanwhile (`window`: gets the probing's start and end,
     epoch ms)."""
     book = ProbeBook()
-    sent_before = load.sent_words()
+    sent_before, cpu_before = load.sent_words(), time.process_time()
     watcher = Watcher(read, book, POLL_S)
     prober = Prober(bootstrap, topic, book, PROBE_EVERY_S)
     window.append(int(time.time() * 1000))
@@ -96,21 +110,23 @@ def probe(
         prober.stop()
         window.append(int(time.time() * 1000))
         sent = load.sent_words() - sent_before
+        cpu = time.process_time() - cpu_before
         deadline = time.monotonic() + SETTLE_S
         while not book.all_seen() and time.monotonic() < deadline:
             time.sleep(POLL_S)
         watcher.stop()
-    return book, sent / max(1e-3, (window[1] - window[0]) / 1000)
+    seconds_probed = max(1e-3, (window[1] - window[0]) / 1000)
+    return book, sent / seconds_probed, cpu / seconds_probed
 
 
 def run_app(
     workdir: Path, bootstrap: str, engine: str, sink: str, words: int, seconds: float,
-    warmup: float,
+    warmup: float, interval: int = BATCH_S,
 ) -> dict[str, Any]:  # fmt: skip
     """One run of the app: the load, the warm-up, the probes; its figures."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     ensure_topic(KafkaConnection(bootstrap), topic, PARTITIONS)
-    name = f"lat-{engine}-{sink}-{words}-{uuid.uuid4().hex[:6]}"
+    name = f"lat-{engine}-{sink}-{words}-{interval}s-{uuid.uuid4().hex[:6]}"
     run_dir = workdir / name
     run_dir.mkdir(parents=True)
     window: list[int] = []
@@ -127,7 +143,9 @@ def run_app(
             peer.wait_for(lambda events: any("batch" in e for e in events), 300)
             read = peer_reader(run_dir / "output")
         else:
-            started = AppRun.start(workdir, name, app_args(run_dir, bootstrap, topic, engine, sink))
+            started = AppRun.start(
+                workdir, name, app_args(run_dir, bootstrap, topic, engine, sink, interval)
+            )
             app = started
             started.wait_for(lambda batches: bool(batches), 300)
             if sink == "files":
@@ -135,7 +153,7 @@ def run_app(
             else:
                 read = postgres_reader(DSN, run_dir.name.replace("-", "_"))
         time.sleep(warmup)
-        book, produced = probe(bootstrap, topic, read, seconds, load, window)
+        book, produced, reader_cpu = probe(bootstrap, topic, read, seconds, load, window)
     finally:
         load.stop()
         if app is not None:
@@ -146,7 +164,7 @@ def run_app(
     start, end = window
     if isinstance(app, StructuredRun):
         events = [e for e in app.events() if "batch" in e and start <= e["at"] * 1000 <= end]
-        batches = batch_figures([e["trigger_ms"] / 1000 for e in events], [], BATCH_S)
+        batches = batch_figures([e["trigger_ms"] / 1000 for e in events], [], interval)
     else:
         assert isinstance(app, AppRun)
         steady = [b for b in app.batches() if start <= b.completed_ms <= end]
@@ -154,33 +172,37 @@ def run_app(
         batches = batch_figures(
             [(b.processing_ms or 0) / 1000 for b in steady],
             delays if any(b.scheduling_delay_ms is not None for b in steady) else [],
-            BATCH_S,
+            interval,
         )
     figures = latency_figures(book)
     return {
         "engine": engine, "sink": sink, "words_per_s": words,
-        "produced_words_per_s": round(produced), **figures, **batches,
-        "target_s": target_s(BATCH_S, batches["median_batch_s"]), "run": name,
+        "produced_words_per_s": round(produced), "reader_cpu": round(reader_cpu, 3),
+        **figures, **batches,
+        "target_s": target_s(interval, batches["median_batch_s"]), "run": name,
+        "interval_s": interval,
     }  # fmt: skip
 
 
 def latency(
     workdir: Path, bootstrap: str, engines: list[str], sinks: list[str], shares: list[float],
     sustained: dict[str, int], seconds: float, warmup: float,
+    intervals: tuple[int, ...] = (BATCH_S,),
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Every (sink, rate, engine) run, the engines one after the other at each rate."""
+    """Every (sink, interval, rate, engine) run, the engines one after the other at each
+    rate; the peer at 2 s triggers only (bench/peers/spark_peer.py's)."""
     rows = []
-    for sink in sinks:
-        for share in shares:
-            for engine in engines:
-                if engine == "peer" and sink != "files":
-                    continue  # the peer writes the app's files output only
-                words = round(sustained[engine] * share)
-                row = run_app(workdir, bootstrap, engine, sink, words, seconds, warmup)
-                row["share"] = share
-                print(latency_report({**_meta(sustained, seconds, warmup), "rows": [row]})[-1],
+    plan = [(sink, interval, share, engine) for sink in sinks for interval in intervals
+            for share in shares for engine in engines]  # fmt: skip
+    for sink, interval, share, engine in plan:
+        if engine == "peer" and (sink != "files" or interval != BATCH_S):
+            continue  # the peer writes the app's files output only
+        words = round(sustained[engine] * share)
+        row = run_app(workdir, bootstrap, engine, sink, words, seconds, warmup, interval)
+        row["share"] = share
+        print(latency_report({**_meta(sustained, seconds, warmup), "rows": [row]})[-1],
                       file=sys.stderr, flush=True)  # fmt: skip
-                rows.append(row)
+        rows.append(row)
     return rows
 
 
@@ -231,6 +253,8 @@ def main() -> None:
     )
     parser.add_argument("--sinks", default=",".join(SINKS), help=f"of {', '.join(SINKS)}")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"of {', '.join(ENGINES)}")
+    parser.add_argument("--intervals", default=str(BATCH_S),
+                        help="batch intervals to run, seconds (the peer: 2 only)")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="keep logs and metrics here")
     options = parser.parse_args()
     shares = [float(s) for s in options.rates.split(",") if s.strip()]
@@ -243,7 +267,10 @@ def main() -> None:
     engines = _names(options.engines, ENGINES)
     sinks = _names(options.sinks, SINKS)
     with broker(workdir) as bootstrap:
-        rows = latency(workdir, bootstrap, engines, sinks, shares, sustained, seconds, warmup)
+        intervals = tuple(int(i) for i in options.intervals.split(",") if i.strip())
+        rows = latency(
+            workdir, bootstrap, engines, sinks, shares, sustained, seconds, warmup, intervals
+        )
     found = {
         "date": time.strftime("%Y-%m-%d"), "machine": machine(),
         "command": "python bench/run.py latency " + " ".join(sys.argv[1:]),

@@ -129,17 +129,17 @@ def latency_report(found: dict[str, Any]) -> list[str]:
         f"End-to-end latency ({found['seconds']} s of probes every {found['probe_every_s']} s a "
         f"run after {found['warmup_s']} s of warm-up; sustained rate taken as "
         + ", ".join(f"{w:,} words/s ({e})" for e, w in found["sustained"].items())
-        + f"; the reader polls every {found['poll_s']} s; "
-        f"batch interval {found['interval_s']} s):",
+        + f"; the reader polls every {found['poll_s']} s):",
         "",
-        "| engine | sink | rate (words/s) | produced | probes (missed) | p50 | p99 | max "
-        "| median batch | target (interval + 2 x median) | p99 met? | kept up (max delay) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| engine | sink | interval | rate (words/s) | produced | probes (missed) | p50 | p99 "
+        "| max | median batch | target (interval + 2 x median) | p99 met? | kept up (max delay) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in found["rows"]:
         delay = "" if r["max_delay_s"] is None else f" ({_s(r['max_delay_s'])})"
         lines.append(
-            f"| {r['engine']} | {r['sink']} | {r['words_per_s']:,} ({r['share']:.0%}) | "
+            f"| {r['engine']} | {r['sink']} | {r.get('interval_s', 2)} s | "
+            f"{r['words_per_s']:,} ({r['share']:.0%}) | "
             f"{r['produced_words_per_s']:,} | {r['probes']} ({r['missing']}) | "
             f"{_s(r['p50_s'])} | {_s(r['p99_s'])} | {_s(r['max_s'])} | "
             f"{_s(r['median_batch_s'])} | {_s(r['target_s'])} | {'yes' if met(r) else 'no'} | "

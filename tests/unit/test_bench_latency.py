@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +23,11 @@ from bench.latency.probes import (
     probe_words,
     target_s,
 )
-from bench.latency.readers import peer_reader
+from bench.latency.readers import files_reader, peer_reader
 from streaming_app.jobs.text import count_words
+from streaming_app.sinks import files_layout
+from streaming_app.sinks.files_layout import DELTA, read_totals, totals_name
+from tests.unit.sinks.test_files_layout import make_link
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -108,7 +112,7 @@ def test_the_report_has_a_row_per_run() -> None:
              "rows": [row, {**row, "p99_s": 4.0}]}  # fmt: skip
     lines = latency_report(found)
     assert lines[-2] == (
-        "| dstream | files | 500,000 (50%) | 499,800 | 200 (0) | 1.90 s | 3.10 s | 3.30 s | "
+        "| dstream | files | 2 s | 500,000 (50%) | 499,800 | 200 (0) | 1.90 s | 3.10 s | 3.30 s | "
         "0.90 s | 3.80 s | yes | yes (0.10 s) |"
     )
     assert "| 4.00 s |" in lines[-1] and "| no |" in lines[-1]
@@ -123,3 +127,28 @@ def test_the_sustained_rate_is_given_for_every_engine_or_per_engine() -> None:
     for wrong in ("flink=5", "fast", "dstream=0"):
         with pytest.raises(SystemExit):
             parse_sustained(wrong)
+
+
+def test_the_files_reader_sees_what_totals_prints_and_parses_each_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    original = files_layout.read_totals_dir
+
+    def spy(path: str) -> dict[str, Any]:
+        parsed.append(path)
+        return original(path)
+
+    monkeypatch.setattr(files_layout, "read_totals_dir", spy)
+    make_link(tmp_path, totals_name(1000), {"part-00000": "a\t1\n"}, 0)
+    read = files_reader(tmp_path)
+    assert read() == set()
+    assert read() is None  # nothing renamed into place since: not read again
+    make_link(tmp_path, totals_name(2000, DELTA), {"part-00000": "zzprobe000001\t1\n"}, 1000)
+    assert read() == {"zzprobe000001"}
+    make_link(tmp_path, totals_name(3000, DELTA), {"part-00000": "zzprobe000002\t1\n"}, 2000)
+    assert read() == {"zzprobe000001", "zzprobe000002"}
+    assert len(parsed) == len(set(parsed)) == 3  # each directory parsed once
+    assert files_layout.read_totals_dir is spy  # put back after each read
+    # What `streaming-app totals` prints, read afresh.
+    assert probe_words(read_totals(str(tmp_path))[1]) == {"zzprobe000001", "zzprobe000002"}
