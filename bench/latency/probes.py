@@ -111,6 +111,13 @@ def batch_figures(batch_s: list[float], delays_s: list[float], interval_s: float
     }
 
 
+def drained(delays_ms: list[int | None]) -> bool:
+    """Whether a DStream run has worked off its start-up backlog: its last batch's
+    scheduling delay under half a second (the first batches of a new JVM are slow, and a
+    batch near the interval drains the delay they leave slowly)."""
+    return bool(delays_ms) and (delays_ms[-1] or 0) < 500
+
+
 def met(row: dict[str, Any]) -> bool:
     """Whether a run's p99 is within its target (none seen: not met)."""
     p99, target = row["p99_s"], row["target_s"]

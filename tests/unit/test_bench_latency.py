@@ -15,6 +15,7 @@ from bench.latency.probes import (
     PROBE_PREFIX,
     ProbeBook,
     batch_figures,
+    drained,
     latency_figures,
     latency_report,
     met,
@@ -152,3 +153,10 @@ def test_the_files_reader_sees_what_totals_prints_and_parses_each_directory_once
     assert files_layout.read_totals_dir is spy  # put back after each read
     # What `streaming-app totals` prints, read afresh.
     assert probe_words(read_totals(str(tmp_path))[1]) == {"zzprobe000001", "zzprobe000002"}
+
+
+def test_a_run_is_drained_once_its_last_batch_starts_on_time() -> None:
+    assert drained([4_000, 2_000, 499])
+    assert not drained([0, 0, 500])
+    assert drained([4_000, None])  # unknown: no delay to wait for
+    assert not drained([])
