@@ -7,13 +7,14 @@
 
 Each run: a fresh topic (2 partitions) on the broker; a background load of Zipf lines at
 the rate (a share of the engine's `--sustained` words/s, bench/latency/load.py) from the
-run's start;
-the app (`streaming-app run`, 2 s batches, the console sink beside the files sink as the
-README sets it up, or beside the postgres sink; checkpoints and snapshots at their
-defaults; `--engine structured` for the structured engine), or Spark's own word count
-(`peer`: bench/peers/spark_peer.py with the engine's settings, its Kafka data source and
-the app's output through foreachBatch, files only). After its first batch and `--warmup`
-seconds, a probe every 0.25 s for `--seconds`; a reader polls the sink every 0.1 s
+run's start; the app (`streaming-app run`, batches of each of `--intervals`, 2 s by
+default, the console sink beside the files sink as the README sets it up, or beside the
+postgres sink; checkpoints and snapshots at their defaults; `--engine structured` for
+the structured engine), or Spark's own word count (`peer`: bench/peers/spark_peer.py
+with the engine's settings, its Kafka data source and the app's output through
+foreachBatch, files only, 2 s triggers). After its first batch and `--warmup` seconds
+(and, for a DStream run, once its start-up backlog is worked off), a probe every 0.25 s
+for `--seconds`; a reader polls the sink every 0.1 s
 (bench/latency/readers.py). Latency = the poll that first saw the word - the record's
 timestamp; p50, p99, max over the probes; the median batch time of the probes' window
 from the app's metrics file (the peer's: its triggers) and the target, p99 within the
