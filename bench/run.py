@@ -55,6 +55,7 @@ COMMANDS = {
     "driver-cost": "bench.costs.driver_cost",
     "engines": "bench.peers.engines",
     "lag": "bench.costs.lag_read",
+    "latency": "bench.latency.latency",
     "memory-run": "bench.state.memory_run",
     "peer": "bench.peers.peer",
     "profile": "bench.throughput.profile_run",

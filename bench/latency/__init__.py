@@ -1,0 +1,1 @@
+"""End-to-end latency: probes through the app to a reader of its sinks."""
