@@ -1,7 +1,7 @@
 """Every CPU second of a run, per process, from /proc: what each process class spent.
 
 A sampler reads /proc/<pid>/stat (utime + stime) of every process on the run's hosts (the
-pids `ip netns pids` lists for each namespace) every `every` seconds, and the machine's
+processes whose network namespace is one of theirs) every `every` seconds, and the machine's
 busy time from /proc/stat. A window's CPU per process is its last sample in the window
 less its last sample before it (0 for a process born inside it: a new process starts at
 0); a process that ends inside the window loses at most one interval of its time, which
@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterable
@@ -115,12 +114,21 @@ def machine_busy_s(samples: Samples, start: float, end: float) -> float:
     return 0.0 if first is None or last is None else last - first
 
 
-def namespace_pids(namespaces: Iterable[str]) -> list[int]:
-    """The pids of every process in these network namespaces now."""
-    pids: list[int] = []
-    for name in namespaces:
-        listed = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-        pids += [int(p) for p in listed.stdout.split()]
+def namespace_inodes(names: Iterable[str]) -> set[int]:
+    """The inodes of these network namespaces (`ip netns` mounts them in /run/netns)."""
+    return {os.stat(f"/run/netns/{name}").st_ino for name in names}
+
+
+def namespace_pids(inodes: set[int]) -> list[int]:
+    """The pids of every process in the network namespaces of these inodes now (read from
+    /proc/<pid>/ns/net, in this process: no `ip` started every sample)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                link = os.readlink(entry / "ns" / "net")  # net:[4026532xxx]
+                if int(link[link.index("[") + 1 : -1]) in inodes:
+                    pids.append(int(entry.name))
     return pids
 
 
@@ -128,7 +136,7 @@ class CpuSampler:
     """Samples every process of the namespaces given every `every` s until stopped."""
 
     def __init__(self, namespaces: list[str], every: float = 0.5) -> None:
-        self.namespaces = namespaces
+        self.inodes = namespace_inodes(namespaces)
         self.every = every
         self.samples = Samples()
         self._stop = threading.Event()
@@ -145,7 +153,7 @@ class CpuSampler:
         now = time.time()
         busy, _ = busy_ticks(Path("/proc/stat").read_text())
         self.samples.machine.append((now, busy / TICK))
-        for pid in namespace_pids(self.namespaces):
+        for pid in namespace_pids(self.inodes):
             with contextlib.suppress(OSError, IndexError, ValueError):
                 stat = Path(f"/proc/{pid}/stat").read_text()
                 kind = self.samples.classes.get(pid, "other")
