@@ -132,14 +132,25 @@ def timeline(batch: Batch) -> dict[str, Any]:
             "driver_gap_ms": end - start - running}  # fmt: skip
 
 
+def label(stage: Stage) -> str:
+    """A stage's kind: its call site's last part (PySpark names many stages by py4j's
+    `call at .../clientserver.py:644`) and the kinds of RDD it computes, which tell the
+    steps apart (ParallelCollectionRDD: the Kafka ranges read; a union of the state and
+    the batch: the state's update)."""
+    site = stage.name.split(" at ", 1)
+    where = site[1].rsplit("/", 1)[-1] if len(site) == 2 else ""
+    return f"{site[0]} at {where}: " + "+".join(sorted(set(stage.rdds)))
+
+
 def stage_kinds(chosen: list[Batch]) -> list[dict[str, Any]]:
-    """The stages of the batches chosen, grouped by name (Spark's call site of the step),
-    in the order they first ran: tasks a stage, its median duration, its tasks' summed run
-    and CPU time a batch, the executors its tasks ran on, and in how many batches it ran."""
+    """The stages of the batches chosen, grouped by kind (`label`), in the order they first
+    ran: tasks a stage, its median duration, its tasks' summed run and CPU time a batch
+    (the executor JVM's CPU: the Python workers' own is not in it), the executors its
+    tasks ran on, and in how many batches it ran."""
     groups: dict[str, list[Stage]] = {}
     for batch in chosen:
         for stage in sorted(batch.stages, key=lambda s: (s.submitted_ms, s.stage_id)):
-            groups.setdefault(stage.name, []).append(stage)
+            groups.setdefault(label(stage), []).append(stage)
     return [
         {
             "name": name,

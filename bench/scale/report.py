@@ -228,8 +228,9 @@ def report(results: dict[str, Any]) -> list[str]:
         f"Measured {results['date']} on {m['cpu']}; Python {m['python']}, PySpark "
         f"{m['pyspark']}, {m['java']}. Backlog of {results['lines']:,} lines (10 words, Zipf "
         f"over 100k words) on {results['partitions']} Kafka partitions; batches of "
-        f"{results['batch_lines']:,} lines every 2 s; {results['runs']} round(s) a sink, "
-        "interleaved and rotated.",
+        f"{results['batch_lines']:,} lines every 2 s; plain Python reads the first "
+        f"{results.get('plain_lines', results['lines']):,} lines; {results['runs']} round(s) "
+        "a sink, interleaved and rotated.",
     ]
     for sink in results["sinks"]:
         lines += ["", *sink_report(sink, results[sink], results["batch_lines"])]

@@ -64,6 +64,9 @@ def submit_args(scene: Scene, workers: int, events: Path) -> list[str]:
         "--conf", "spark.scheduler.minRegisteredResourcesRatio=1",
         "--conf", "spark.eventLog.enabled=true",
         "--conf", f"spark.eventLog.dir=file://{events}",
+        # One plain JSON-lines file (Spark 4 rolls it into a folder of zstd files).
+        "--conf", "spark.eventLog.compress=false",
+        "--conf", "spark.eventLog.rolling.enabled=false",
         "--executor-memory", "512m",  # fits a worker's 1 GiB
     ]  # fmt: skip
 
@@ -137,9 +140,13 @@ def processing_window(steady: list[BatchMetrics]) -> tuple[float, float]:
 
 
 def event_lines(events: Path) -> list[str]:
-    """The lines of the one event log Spark wrote into `events` (finished or in progress)."""
-    logs = sorted(p for p in events.iterdir() if p.is_file())
-    return logs[0].read_text("utf-8", errors="replace").splitlines() if logs else []
+    """The lines of the event log Spark wrote into `events` (finished or in progress; a
+    rolled log's files in order); a compressed one is refused, not misread."""
+    logs = sorted(p for p in events.rglob("*") if p.is_file() and not p.name.startswith("."))
+    logs = [p for p in logs if not p.name.startswith("appstatus")]
+    if any(p.suffix in (".zstd", ".lz4", ".snappy", ".lzf") for p in logs):
+        raise RuntimeError(f"a compressed event log in {events}: spark.eventLog.compress=false")
+    return [line for p in logs for line in p.read_text("utf-8", errors="replace").splitlines()]
 
 
 def wait_for_no_app(scene: Scene, timeout: float = 120) -> None:

@@ -2,7 +2,8 @@
 plain Python in two processes against one on the same cores.
 
     python bench/run.py scale-out [--smoke] [--runs 3] [--lines 1320000]
-                                  [--batch-lines 120000] [--partitions 2]
+                                  [--batch-lines 120000] [--plain-lines 600000]
+                                  [--partitions 2]
                                   [--sinks files,postgres] [--workdir DIR]
 
 Six hosts of their own (network namespaces; bench/scale/scene.py): the master, two workers
@@ -38,22 +39,26 @@ SINKS = ("files", "postgres")
 # a backlog it cannot keep up with); two should take less than the interval.
 BATCH_LINES = 120_000
 LINES = 11 * BATCH_LINES
-SMOKE = {"lines": 8 * 2_000, "batch_lines": 2_000, "runs": 1}
+# Plain Python reads the topic's first PLAIN_LINES lines (each of its processes an equal
+# share of them): tens of seconds in one process, enough for a steady rate.
+PLAIN_LINES = 600_000
+SMOKE = {"lines": 8 * 2_000, "batch_lines": 2_000, "runs": 1, "plain_lines": 8 * 2_000}
 
 
 def run_one(
     hosts: Scene, kind: str, n: int, sink: str, topic: str, lines: int, batch_lines: int,
-    partitions: int, name: str,
+    partitions: int, plain_lines: int, name: str,
 ) -> dict[str, Any]:  # fmt: skip
     """One run: the app on `n` workers with `sink`, or plain Python in `n` processes."""
     if kind == "app":
         return app_run(hosts, name, topic, lines, batch_lines, partitions, n, sink)
-    return plain_run(hosts, topic, lines, partitions, n)
+    return plain_run(hosts, topic, plain_lines, partitions, n)
 
 
 def measure(
-    workdir: Path, sinks: list[str], runs: int, lines: int, batch_lines: int, partitions: int
-) -> dict[str, Any]:
+    workdir: Path, sinks: list[str], runs: int, lines: int, batch_lines: int, partitions: int,
+    plain_lines: int,
+) -> dict[str, Any]:  # fmt: skip
     """Every sink's four runs (app on 1 and 2 workers, plain in 1 and 2 processes), `runs`
     rounds each, rotated; every run's figures, by sink and name."""
     found: dict[str, Any] = {}
@@ -65,7 +70,7 @@ def measure(
         for sink in sinks:
             plan = {
                 f"{kind}-{n}": partial(run_one, hosts, kind, n, sink, topic, lines,
-                                       batch_lines, partitions)
+                                       batch_lines, partitions, plain_lines)
                 for kind in ("app", "plain") for n in (1, 2)
             }  # fmt: skip
             runs_of: dict[str, list[dict[str, Any]]] = {key: [] for key in plan}
@@ -84,14 +89,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="rounds of the four runs, per sink [3]")
     parser.add_argument("--lines", type=int, help=f"lines of the backlog [{LINES}]")
     parser.add_argument("--batch-lines", type=int, help=f"lines a batch [{BATCH_LINES}]")
+    parser.add_argument("--plain-lines", type=int, help=f"lines plain Python reads [{PLAIN_LINES}]")
     parser.add_argument("--partitions", type=int, default=2, help="Kafka partitions [2]")
     parser.add_argument("--sinks", default=",".join(SINKS), help="[files,postgres]")
     parser.add_argument("--workdir", type=Path, help="keep logs, event logs and results here")
     options = parser.parse_args()
-    sizes = SMOKE if options.smoke else {"lines": LINES, "batch_lines": BATCH_LINES, "runs": 3}
+    sizes = SMOKE if options.smoke else {
+        "lines": LINES, "batch_lines": BATCH_LINES, "runs": 3, "plain_lines": PLAIN_LINES,
+    }  # fmt: skip
     runs = options.runs or sizes["runs"]
     lines = options.lines or sizes["lines"]
     batch_lines = options.batch_lines or sizes["batch_lines"]
+    plain_lines = min(options.plain_lines or sizes["plain_lines"], lines)
     sinks = [s for s in options.sinks.split(",") if s]
     unknown = set(sinks) - set(SINKS)
     if unknown:
@@ -101,8 +110,8 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(),
         "runs": runs, "lines": lines, "batch_lines": batch_lines,
-        "partitions": options.partitions, "sinks": sinks,
-        **measure(workdir, sinks, runs, lines, batch_lines, options.partitions),
+        "partitions": options.partitions, "sinks": sinks, "plain_lines": plain_lines,
+        **measure(workdir, sinks, runs, lines, batch_lines, options.partitions, plain_lines),
     }  # fmt: skip
     write_json(workdir / "scale_out.json", results)
     print("\n".join(report(results)))

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from bench.scale.event_log import batches, read_events, summary, timeline, union_ms
+from bench.scale.event_log import (
+    Stage,
+    batches,
+    label,
+    read_events,
+    summary,
+    timeline,
+    union_ms,
+)
 from bench.scale.proc_cpu import (
     Samples,
     busy_ticks,
@@ -112,6 +120,12 @@ def _log() -> list[str]:
     ]  # fmt: skip
 
 
+def test_a_stage_is_labelled_by_its_call_site_and_its_rdds() -> None:
+    stage = Stage(1, "call at /x/py4j/clientserver.py:644", 2, 0, 1,
+                  ["ShuffledRDD", "PythonRDD", "PythonRDD"])  # fmt: skip
+    assert label(stage) == "call at clientserver.py:644: PythonRDD+ShuffledRDD"
+
+
 def test_union_of_intervals_counts_overlaps_once() -> None:
     assert union_ms([(0, 10), (5, 15), (20, 25), (21, 22)]) == 20
     assert union_ms([]) == 0
@@ -132,9 +146,9 @@ def test_the_event_log_gives_each_batch_its_stages_and_the_drivers_gap() -> None
                                "driver_gap_ms": 410}  # fmt: skip
     summed = summary(found, [2000, 4000])
     assert summed["batches"] == 1
-    assert summed["one_task_stages"] == ["step1 at x.py:1"]
+    assert summed["one_task_stages"] == ["step1 at x.py:1: PythonRDD"]
     by_name = {s["name"]: s for s in summed["stages"]}
-    assert by_name["step5 at x.py:1"]["executors"] == ["1"]
+    assert by_name["step5 at x.py:1: PythonRDD"]["executors"] == ["1"]
 
 
 def _run(words_per_s: float, us: dict[str, float], busy: float, gap: int = 100,
