@@ -150,8 +150,22 @@ def sink_report(sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: 
                  + " |")  # fmt: skip
     lines.append("| hosts' processes / machine busy | " + " | ".join(f"{s:.0%}" for s in share)
                  + " |")  # fmt: skip
-    lines += ["", *timeline_report(found), "", *verdict_report(v, g),
+    lines += ["", *trend_report(found), "", *timeline_report(found), "", *verdict_report(v, g),
               "", *projection_report(projection(found, batch_lines))]  # fmt: skip
+    return lines
+
+
+def trend_report(found: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """CPU seconds of each class a steady batch, first to last (first run of each app kind):
+    a class that falls as the run goes on is a young JVM warming up, not work a word."""
+    lines = ["CPU seconds a steady batch, by class, first → last steady batch (first run of "
+             "each):", "", "| run | class | each steady batch |", "|---|---|---|"]  # fmt: skip
+    for n in (1, 2):
+        per_batch = found[f"app-{n}"][0].get("cpu_s_by_batch", [])
+        classes = sorted({k for b in per_batch for k in b}, key=lambda k: -per_batch[0].get(k, 0))
+        for kind in classes[:5]:
+            each = ", ".join(f"{b.get(kind, 0.0):.2f}" for b in per_batch)
+            lines.append(f"| app, {n} worker(s) | {kind} | {each} |")
     return lines
 
 

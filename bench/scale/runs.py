@@ -127,6 +127,15 @@ def app_run(
         **batch_figures([(b.records or 0, (b.processing_ms or 0) / 1000) for b in steady]),
         "scheduling_delay_s": [round((b.scheduling_delay_ms or 0) / 1000, 1) for b in steady],
         **cpu_figures(samples, start, end, words),
+        # Each steady batch's CPU by class: whether a class's share falls as the run goes
+        # on (a young JVM compiling its code) or stays (work a batch or a word).
+        "cpu_s_by_batch": [
+            {
+                k: round(v, 2)
+                for k, v in by_class(samples, window_cpu(samples, *processing_window([b]))).items()
+            }
+            for b in steady
+        ],
         "timeline": summary(
             batches(read_events(event_lines(events))), [b.batch_time_ms for b in steady]
         ),
