@@ -128,8 +128,15 @@ def timeline(batch: Batch) -> dict[str, Any]:
     and the rest: the driver's own between jobs (milliseconds)."""
     start, end = min(batch.job_starts), max(batch.job_ends or batch.job_starts)
     running = union_ms((s.submitted_ms, s.completed_ms) for s in batch.stages)
+    reading = union_ms((s.submitted_ms, s.completed_ms) for s in batch.stages if reads(s))
     return {"jobs": len(batch.job_starts), "window_ms": end - start, "stages_ms": running,
-            "driver_gap_ms": end - start - running}  # fmt: skip
+            "read_ms": reading, "driver_gap_ms": end - start - running}  # fmt: skip
+
+
+def reads(stage: Stage) -> bool:
+    """Whether a stage reads the Kafka ranges (the source's `sc.parallelize(ranges)`): its
+    tasks are as many as the topic's partitions, whatever the executors."""
+    return "ParallelCollectionRDD" in stage.rdds
 
 
 def label(stage: Stage) -> str:
@@ -174,7 +181,7 @@ def summary(found: dict[int, Batch], batch_times: list[int]) -> dict[str, Any]:
     return {
         "batches": len(chosen),
         **{key: _median([line[key] for line in lines]) for key in
-           ("jobs", "window_ms", "stages_ms", "driver_gap_ms")},
+           ("jobs", "window_ms", "stages_ms", "read_ms", "driver_gap_ms")},
         "stages": kinds,
         "one_task_stages": [k["name"] for k in kinds if k["tasks"] == [1]],
     }  # fmt: skip

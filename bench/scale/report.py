@@ -76,28 +76,37 @@ def verdict(found: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def projection(found: dict[str, list[dict[str, Any]]], batch_lines: int) -> list[dict[str, Any]]:
+def projection(
+    found: dict[str, list[dict[str, Any]]], batch_lines: int, partitions: int
+) -> list[dict[str, Any]]:
     """Words/s with N executor cores, each a core of its own, the driver, broker and
     database on machines of their own: (a) the executors' CPU a word (2-worker runs) over N
-    cores; (b) the batch's timeline (1-worker runs): the driver's gap stays, the stages'
-    time divides by N; (c) the driver's Python process on one core at its CPU a word.
-    The projection is the least of them."""
+    cores; (b) the 1-worker batch's timeline: what no stage runs in (the driver's) stays,
+    the stages that read Kafka divide by min(N, partitions) (one task a partition), the
+    others (the state's, partitioned as the cores) by N; the same with as many partitions as
+    cores; (c) the driver's Python process on one core at its CPU a word. The projection
+    is the least of (a), (b) and (c); `with_partitions` the least with (b) at N partitions."""
     per_word = cpu_per_word(found["app-2"])
     executors = sum(per_word.get(k, 0.0) for k in EXECUTOR_SIDE)
     driver_python = per_word.get("driver Python", 0.0)
     one = found["app-1"]
-    gap_s = median([r["timeline"]["driver_gap_ms"] for r in one]) / 1000
     batch_s = median([r["processing_s"] for r in one])
+    read_s = median([r["timeline"].get("read_ms", 0) for r in one]) / 1000
+    stages_s = median([r["timeline"]["stages_ms"] for r in one]) / 1000
+    fixed_s = max(batch_s - stages_s, 0.0)
+    other_s = max(stages_s - read_s, 0.0)
     words = batch_lines * 10
     rows = []
     for cores in PROJECTED_CORES:
         cpu_bound = cores * 1e6 / executors if executors else float("inf")
-        timeline_bound = words / (gap_s + max(batch_s - gap_s, 0.0) / cores)
+        timeline_bound = words / (fixed_s + read_s / min(cores, partitions) + other_s / cores)
+        spread = words / (fixed_s + (read_s + other_s) / cores)
         driver_bound = 1e6 / driver_python if driver_python else float("inf")
         rows.append({
             "cores": cores, "cpu_bound": cpu_bound, "timeline_bound": timeline_bound,
             "driver_bound": driver_bound,
             "projected": min(cpu_bound, timeline_bound, driver_bound),
+            "with_partitions": min(cpu_bound, spread, driver_bound),
         })  # fmt: skip
     return rows
 
@@ -106,7 +115,9 @@ def _n(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def sink_report(sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: int) -> list[str]:
+def sink_report(
+    sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: int, partitions: int
+) -> list[str]:
     """One sink's tables: rates and gains, CPU a word by class, the timeline, projection."""
     g = gains(found)
     v = verdict(found)
@@ -150,8 +161,16 @@ def sink_report(sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: 
                  + " |")  # fmt: skip
     lines.append("| hosts' processes / machine busy | " + " | ".join(f"{s:.0%}" for s in share)
                  + " |")  # fmt: skip
-    lines += ["", *trend_report(found), "", *timeline_report(found), "", *verdict_report(v, g),
-              "", *projection_report(projection(found, batch_lines))]  # fmt: skip
+    lines += [
+        "",
+        *trend_report(found),
+        "",
+        *timeline_report(found),
+        "",
+        *verdict_report(v, g),
+        "",
+        *projection_report(projection(found, batch_lines, partitions), partitions),
+    ]
     return lines
 
 
@@ -216,21 +235,24 @@ def verdict_report(v: dict[str, Any], g: dict[str, Any]) -> list[str]:
     ]
 
 
-def projection_report(rows: list[dict[str, Any]]) -> list[str]:
+def projection_report(rows: list[dict[str, Any]], partitions: int) -> list[str]:
     """The projection table."""
     lines = [
         "Projection for N executor cores (each a core of its own; driver, broker and "
-        "database on machines of their own): executors' CPU a word over N cores; the "
-        "1-worker batch with its driver gap kept and its stages' time divided by N; the "
-        "driver's Python process on one core. Projected: the least of the three.",
+        "database on machines of their own): (a) the executors' CPU a word over N cores; "
+        "(b) the 1-worker batch with what no stage runs in kept, the Kafka read stage "
+        f"divided by min(N, {partitions} partitions) and the other stages by N; (c) the "
+        "driver's Python process on one core. Projected: the least of the three; and with "
+        "as many Kafka partitions as executor cores.",
         "",
-        "| executor cores | CPU-bound words/s | timeline-bound | driver-bound | projected |",
-        "|---|---|---|---|---|",
+        "| executor cores | (a) CPU-bound words/s | (b) timeline-bound | (c) driver-bound | "
+        f"projected, {partitions} partitions | projected, N partitions |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['cores']} | {_n(r['cpu_bound'])} | {_n(r['timeline_bound'])} | "
-            f"{_n(r['driver_bound'])} | **{_n(r['projected'])}** |"
+            f"{_n(r['driver_bound'])} | **{_n(r['projected'])}** | {_n(r['with_partitions'])} |"
         )
     return lines
 
@@ -247,5 +269,6 @@ def report(results: dict[str, Any]) -> list[str]:
         "a sink, interleaved and rotated.",
     ]
     for sink in results["sinks"]:
-        lines += ["", *sink_report(sink, results[sink], results["batch_lines"])]
+        lines += ["", *sink_report(sink, results[sink], results["batch_lines"],
+                                   results["partitions"])]  # fmt: skip
     return lines

@@ -88,15 +88,15 @@ def _event(kind: str, **fields: Any) -> str:
 
 
 def _stage_events(stage: int, tasks: list[tuple[int, int, str]], start: int, end: int,
-                  count: int | None = None) -> list[str]:  # fmt: skip
+                  rdd: str = "PythonRDD") -> list[str]:  # fmt: skip
     ended = [
         _event("SparkListenerTaskEnd", **{"Stage ID": stage, "Task Info": {"Executor ID": ex},
                "Task Metrics": {"Executor Run Time": run, "Executor CPU Time": cpu * 1_000_000}})
         for run, cpu, ex in tasks
     ]  # fmt: skip
     info = {"Stage ID": stage, "Stage Name": f"step{stage} at x.py:1",
-            "Number of Tasks": count or len(tasks), "Submission Time": start,
-            "Completion Time": end, "RDD Info": [{"Name": "PythonRDD"}]}  # fmt: skip
+            "Number of Tasks": len(tasks), "Submission Time": start,
+            "Completion Time": end, "RDD Info": [{"Name": rdd}]}  # fmt: skip
     return [*ended, _event("SparkListenerStageCompleted", **{"Stage Info": info})]
 
 
@@ -105,7 +105,7 @@ def _log() -> list[str]:
     return [
         _event("SparkListenerJobStart", **{"Job ID": 0, "Submission Time": 1000,
                "Stage IDs": [0, 1], "Properties": props}),
-        *_stage_events(0, [(300, 250, "0"), (310, 260, "1")], 1010, 1400),
+        *_stage_events(0, [(300, 250, "0"), (310, 260, "1")], 1010, 1400, "ParallelCollectionRDD"),
         *_stage_events(1, [(200, 190, "0")], 1400, 1600),
         _event("SparkListenerJobEnd", **{"Job ID": 0, "Completion Time": 1650}),
         # A job of no batch (Spark's own), and a stage it lists that never ran.
@@ -142,7 +142,8 @@ def test_the_event_log_gives_each_batch_its_stages_and_the_drivers_gap() -> None
     )  # fmt: skip
     assert first.task_cpu_ms == pytest.approx(510)
     # Window 1000 -> 2100; stages ran 1010-1600 and 1950-2050: 690 ms; the rest, 410 ms.
-    assert timeline(batch) == {"jobs": 2, "window_ms": 1100, "stages_ms": 690,
+    # Stage 0 reads (a ParallelCollectionRDD): 390 ms.
+    assert timeline(batch) == {"jobs": 2, "window_ms": 1100, "stages_ms": 690, "read_ms": 390,
                                "driver_gap_ms": 410}  # fmt: skip
     summed = summary(found, [2000, 4000])
     assert summed["batches"] == 1
@@ -193,14 +194,20 @@ def test_a_machine_all_busy_at_its_ceiling_is_the_bound() -> None:
 
 
 def test_the_projection_takes_the_least_of_its_bounds() -> None:
-    rows = {r["cores"]: r for r in projection(_found(), batch_lines=60_000)}
+    found = _found()
+    # The 1-worker batch: 2.0 s, of which stages 1.9 s (the Kafka read 1.0 s): 0.1 s fixed.
+    found["app-1"][0]["timeline"].update(stages_ms=1900, read_ms=1000)
+    rows = {r["cores"]: r for r in projection(found, batch_lines=60_000, partitions=2)}
     # Executors: 3 µs a word, so 333,333 words/s a core.
     assert rows[1]["cpu_bound"] == pytest.approx(1e6 / 3)
-    # 600,000 words a batch; 0.05 s of driver gap stays, 1.95 s of stages divides by N.
-    assert rows[4]["timeline_bound"] == pytest.approx(600_000 / (0.05 + 1.95 / 4))
-    # The driver's Python, 0.5 µs a word on its one core: 2M words/s, the bound at 16 cores.
+    # 600,000 words a batch; the read divides by 2 partitions at most, the rest by N.
+    assert rows[4]["timeline_bound"] == pytest.approx(600_000 / (0.1 + 1.0 / 2 + 0.9 / 4))
+    # The driver's Python, 0.5 µs a word on its one core: 2M words/s.
     assert rows[16]["driver_bound"] == pytest.approx(2e6)
-    assert rows[16]["projected"] == pytest.approx(2e6)
+    # With 16 partitions the read spreads too: 600,000 / (0.1 + 1.9 / 16) = 2.74M, so the
+    # driver bounds it; with 2 it is the read: 600,000 / (0.1 + 0.5 + 0.9 / 16).
+    assert rows[16]["with_partitions"] == pytest.approx(2e6)
+    assert rows[16]["projected"] == pytest.approx(600_000 / (0.1 + 0.5 + 0.9 / 16))
     assert rows[1]["projected"] == pytest.approx(300_000)  # the 1-worker batch itself
     for row in rows.values():
         assert row["projected"] == min(row["cpu_bound"], row["timeline_bound"], row["driver_bound"])
