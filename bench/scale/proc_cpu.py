@@ -34,7 +34,10 @@ CLASSES = (
     ("Python workers", "pyspark.worker"),
     ("plain Python", "bench.scale.plain"),
     ("broker", "tansu"),
-    ("PostgreSQL", "postgres"),
+    # The postmaster (its binary's path) and its backends (their titles); not the word in
+    # an app's arguments (`--sink postgres`).
+    ("PostgreSQL", "/bin/postgres "),
+    ("PostgreSQL", "postgres: "),
 )
 
 
@@ -156,11 +159,11 @@ class CpuSampler:
         for pid in namespace_pids(self.inodes):
             with contextlib.suppress(OSError, IndexError, ValueError):
                 stat = Path(f"/proc/{pid}/stat").read_text()
-                kind = self.samples.classes.get(pid, "other")
-                if kind == "other":  # new, or a shell that has not exec'd its command yet
-                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                    kind = process_class(command.decode(errors="replace"))
-                    self.samples.classes[pid] = kind
+                # Read every time: a shell (scripts/submit.sh) execs its command later under
+                # the same pid, and the class is what the process runs last.
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                kind = process_class(command.decode(errors="replace"))
+                self.samples.classes[pid] = kind
                 self.samples.add(pid, kind, now, stat_ticks(stat) / TICK)
 
     def stop(self) -> Samples:

@@ -54,6 +54,9 @@ def test_busy_ticks_leave_out_idle_and_iowait() -> None:
         ("java org.apache.spark.deploy.worker.Worker --host 10.0.0.3", "worker daemon"),
         ("/x/tansu broker --listener-url tcp://10.0.0.6:9092", "broker"),
         ("postgres: postgres postgres 10.0.0.5(4242) idle", "PostgreSQL"),
+        ("/usr/lib/postgresql/17/bin/postgres -D /tmp/sa-pg-1/data -p 5432", "PostgreSQL"),
+        # scripts/submit.sh before it execs spark-submit: not PostgreSQL for its arguments.
+        ("/bin/bash scripts/submit.sh --master x -- --sink postgres --postgres-table t", "other"),
         ("python -c import bench.scale.plain as p; p.count_child()", "plain Python"),
         ("/bin/bash scripts/submit.sh", "other"),
     ],
