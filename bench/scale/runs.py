@@ -1,7 +1,8 @@
 """One run of the scale-out benchmark: the app on 1 or 2 workers, or plain Python in 1 or 2
 processes, with every process's CPU seconds over its steady window.
 
-The app: scripts/submit.sh on the driver's host, client mode, `spark.cores.max` = the
+The app: scripts/submit.sh on the driver's host (tests/integration/cluster_helpers.py's
+SubmittedApp, imported: the cluster tests submit the same way), client mode, `spark.cores.max` = the
 workers it may use (each worker has one core, so one executor a worker), Spark's event log
 on; the exact configuration (Kafka source, 2 s batches capped at `batch_lines` lines,
 console and files sinks, or console and postgres, state checkpoints and snapshots at
