@@ -60,6 +60,7 @@ COMMANDS = {
     "peer": "bench.peers.peer",
     "profile": "bench.throughput.profile_run",
     "rule-cost": "bench.costs.rule_cost",
+    "scale-out": "bench.scale.scale_out",
     "sink-pass": "bench.throughput.sink_pass",
     "small-state": "bench.throughput.small_state",
     "structured-floor": "bench.peers.structured_floor",

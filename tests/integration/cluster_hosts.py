@@ -36,7 +36,8 @@ _FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
 
 
 class HostCluster(Cluster):
-    """A master on `master` and one worker (2 cores, 1 GiB) on each host of `workers`.
+    """A master on `master` and one worker (`cores` cores, 2 by default; 1 GiB) on each host
+    of `workers`.
 
     `conf_dir` is the daemons' SPARK_CONF_DIR (its spark-defaults.conf and spark-env.sh),
     in place of an empty one; its settings then stand alone, the REST submission server's
@@ -51,8 +52,10 @@ class HostCluster(Cluster):
         master_opts: str = "",
         conf_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
+        cores: int = 2,
     ) -> None:
         super().__init__(workdir)
+        self.cores = cores
         self.master_host = master
         self.workers = {host.name: host for host in workers}
         self.env.pop("SPARK_LOCAL_IP")
@@ -105,7 +108,7 @@ class HostCluster(Cluster):
                 "--host", host.address,
                 "--port", str(WORKER_PORT),
                 "--webui-port", str(WORKER_UI_PORT),
-                "--cores", "2",
+                "--cores", str(self.cores),
                 "--memory", "1g",
                 "--work-dir", str(self.worker_dir(name)),
                 self.master_url,
