@@ -227,7 +227,8 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog=f"commands (each with --help): {', '.join(COMMANDS)}",
+        epilog="commands (each with --help):\n  " + "\n  ".join(COMMANDS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # a command a line, unbroken
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness")
     known = ", ".join(BENCHMARKS)
