@@ -252,3 +252,46 @@ def test_driver_cost_smoke(tmp_path: Path, pg_dsn: str) -> None:
     }
     assert all(r["driver_mib"] > 0 and r["driver_cpu_s"] > 0 for r in found["rows"])
     assert found["floor"]["seconds"] > 0 and "| dstream | postgres |" in result.stdout
+
+
+@pytest.mark.slow
+def test_scale_out_smoke_runs_every_side_and_accounts_their_cpu(
+    _netns_ready: None, tmp_path: Path
+) -> None:
+    # Issue 58's scale-out: a cluster of namespace hosts, the app on 1 and 2 one-core
+    # workers and plain Python in 1 and 2 processes, each process's CPU from /proc.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "scale-out", "--smoke", "--sinks",
+         "files", "--runs", "1", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=580,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads((tmp_path / "scale_out.json").read_text())["files"]
+    assert sorted(found) == ["app-1", "app-2", "plain-1", "plain-2"]
+    for side in ("app-1", "app-2"):
+        run = found[side][0]
+        assert run["batches"] >= 1 and run["words_per_s"] > 0, side
+        # the executors' and the driver's processes were found on their hosts
+        assert run["cpu_s"]["Python workers"] > 0 and run["cpu_s"]["driver JVM"] > 0, side
+        assert run["timeline"], side  # Spark's event log was read
+    for side in ("plain-1", "plain-2"):
+        assert found[side][0]["words_per_s"] > 0 and found[side][0]["cpu_s"]["plain Python"] > 0
+    assert "gain 2/1" in result.stdout
+
+
+@pytest.mark.slow
+def test_latency_smoke_sees_every_probe_in_each_sink(tmp_path: Path) -> None:
+    # Issue 58's end-to-end latency: probes through the DStream engine to a reader of the
+    # files sink and of the postgres sink (the server at 127.0.0.1:5432).
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "latency", "--smoke", "--engines",
+         "dstream", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=580,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert {row["sink"] for row in rows} == {"files", "postgres"}
+    for row in rows:
+        assert row["probes"] > 0, row
+        assert 0 < row["p50_s"] <= row["p99_s"] <= row["max_s"], row
