@@ -52,9 +52,11 @@ def exact_throughput(
     headline: int = HEADLINE_LINES,
     every: int = EXACT_CHECKPOINT_BATCHES,
     sides: tuple[Side, ...] = THIS_CHECKOUT,
+    console: bool = True,
 ) -> dict[str, Any]:
     """Per batch size (and side) the app's figures in the exact configuration, and the
-    console sink alone at `headline` lines; the baseline on the same topic.
+    console sink alone at `headline` lines (unless not `console`); the baseline on the
+    same topic. Each run also measures the app's CPU per 1000 lines (`cpu_ms_per_kline`).
 
     Each run has 2 warm-up batches, `every` steady ones (a whole checkpoint interval: one
     aligned batch, one that writes Spark's checkpoint) and a last one that is left out.
@@ -69,17 +71,18 @@ def exact_throughput(
     ceiling = median(
         [two_process_seconds(bootstrap, topic, baseline_lines) for _ in range(baseline_runs)]
     )
-    plan = [(size, EXACT) for size in sizes] + [(headline, CONSOLE)]
+    plan = [(size, EXACT) for size in sizes] + ([(headline, CONSOLE)] if console else [])
     runs = {
         (size, sinks, label): runner(
             workdir, f"exact-{size}-{'files' if sinks == EXACT else 'console'}-side{index}",
             bootstrap, topic, size * run_batches, size,
             *(() if sinks == EXACT else ("--checkpoint-interval", str(every * BATCH_S))),
             exact=every if sinks == EXACT else 0, code=code, per_batch=steady_cycle(every),
+            cpu=True,
         )
         for size, sinks in plan for index, (label, code) in enumerate(sides)
     }  # fmt: skip
-    found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s"))
+    found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s", "cpu_ms_per_kline"))
     rows = []
     for (size, sinks, label), figures in found.items():
         rows.append({
