@@ -264,10 +264,10 @@ def main() -> None:
             )
             if wanted
         ]
-        found = compare_exact(
+        report = compare_exact(
             workdir, options.rev, names, told, options.rounds, not options.no_console
         )
-        print("\n".join(found))
+        print("\n".join(report))
     elif options.keys:
         found = compare_keys(workdir, options.rev, options.keys, options.rounds)
         print(keys_table(options.rev, options.keys, found))

@@ -34,6 +34,7 @@ def app_rate(
     during: Callable[[list[BatchMetrics]], dict[str, list[BatchMetrics]]] | None = None,
     driver_cpu: bool = False,
     cpu: bool = False,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
@@ -47,21 +48,28 @@ def app_rate(
     run); the peak memory of each process kind while those ran, as `<name>_<kind>_mib`.
     `driver_cpu`: the CPU seconds of the driver's Python process until the input was read
     (`driver_cpu_s`). `cpu`: the CPU seconds of all the app's processes (driver, JVM,
-    Python workers) from the end of its second busy batch until the input was read, per
+    Python workers) from the end of its second busy batch (and of its first `skip_lines`
+    lines) until the input was read, per
     1000 lines read meanwhile (`cpu_ms_per_kline`): on a shared machine a steadier
-    measure than the batches' time.
+    measure than the batches' time. `env`: more environment for the app.
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
     if exact:
         args += exact_args(workdir / name, exact)
-    app = AppRun.start(workdir, name, [*args, *extra], code=code)
+    app = AppRun.start(workdir, name, [*args, *extra], code=code, env=env)
     timeline = RssTimeline(app.proc.pid) if during else None
     peak = timeline or (PeakMemory(app.proc.pid) if memory else None)
     cpu_figures: dict[str, Any] = {}
     try:
         if cpu:
-            warm = app.wait_for(lambda b: sum(1 for x in b if x.records) >= 2, 120 + lines / 50)
+            warm = app.wait_for(
+                lambda b: (
+                    sum(1 for x in b if x.records) >= 2
+                    and sum(x.records or 0 for x in b) >= skip_lines
+                ),
+                120 + lines / 50,
+            )
             warm_cpu_s, warm_lines = session_cpu_s(app.proc.pid), sum(x.records or 0 for x in warm)
         done = app.wait_for(
             lambda b: (

@@ -31,8 +31,9 @@ from bench.throughput.throughput import size_keeps_up, sustained_lines
 EXACT_SIZES = (20_000, 60_000, 100_000, 140_000, 200_000)
 HEADLINE_LINES = 60_000
 EXACT, CONSOLE = "files + console", "console alone"
-# A side of a comparison: its label and the copy of the app it runs (None: this checkout).
-Side = tuple[str, Path | None]
+# A side of a comparison: its label and the copy of the app it runs (None: this checkout),
+# and optionally more environment for its runs.
+Side = tuple[str, Path | None] | tuple[str, Path | None, dict[str, str]]
 THIS_CHECKOUT: tuple[Side, ...] = (("", None),)
 
 
@@ -78,9 +79,9 @@ def exact_throughput(
             bootstrap, topic, size * run_batches, size,
             *(() if sinks == EXACT else ("--checkpoint-interval", str(every * BATCH_S))),
             exact=every if sinks == EXACT else 0, code=code, per_batch=steady_cycle(every),
-            cpu=True,
+            cpu=True, env=env[0] if env else None,
         )
-        for size, sinks in plan for index, (label, code) in enumerate(sides)
+        for size, sinks in plan for index, (label, code, *env) in enumerate(sides)
     }  # fmt: skip
     found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s", "cpu_ms_per_kline"))
     rows = []
@@ -92,7 +93,7 @@ def exact_throughput(
             "median_ratio": ratio(figures["words_per_s"], base_words),
         })  # fmt: skip
     sustained = {}
-    for label, _ in sides:
+    for label, *_ in sides:
         tried = [r for r in rows if r["side"] == label and r["sinks"] == EXACT]
         best = sustained_lines(tried)
         words = best * WORDS_PER_LINE / BATCH_S
