@@ -21,6 +21,7 @@ bench/state/state_cost.py's measures instead, in the exact configuration (files 
 sinks), and it prints their tables with a row per side:
 
     python bench/run.py compare REV --exact [--sizes 20000,60000,200000] [--rounds 3]
+        [--no-console]
     python bench/run.py compare REV --cost-vs-state [10000,100000,1000000] [--million]
 """
 
@@ -158,11 +159,32 @@ def table(rev: str, found: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The app's CPU per 1000 lines, per row of bench/throughput/exact.py's figures."""
+    lines = [
+        "| sinks | lines per batch | side | CPU per 1000 lines (median) | each run |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        each = ", ".join(f"{c} ms" for c in r["runs_cpu_ms_per_kline"])
+        lines.append(
+            f"| {r['sinks']} | {r['batch_lines']:,} | {r['side']} | "
+            f"{r['cpu_ms_per_kline']} ms | {each} |"
+        )
+    return lines
+
+
 def compare_exact(
-    workdir: Path, rev: str, names: list[str], sizes: dict[str, Any], rounds: int
+    workdir: Path,
+    rev: str,
+    names: list[str],
+    sizes: dict[str, Any],
+    rounds: int,
+    console: bool = True,
 ) -> list[str]:
     """Both sides in the exact configuration, for the named benchmarks of bench/run.py
-    (exact, cost-vs-state, million) at its `sizes` (FULL or SMOKE, or as told)."""
+    (exact, cost-vs-state, million) at its `sizes` (FULL or SMOKE, or as told); the
+    console sink alone beside it unless not `console`."""
     code = export(rev, workdir / "rev")
     sides = ((f"before ({rev})", code), ("after", None))
     plan = cost_plan(names, sizes)
@@ -172,9 +194,9 @@ def compare_exact(
         if "exact" in names:
             found["exact"] = exact_throughput(
                 workdir, bootstrap, sizes["exact_sizes"], rounds, sizes["lines"], sizes["runs"],
-                sizes["exact_headline"], sizes["every"], sides=sides,
+                sizes["exact_headline"], sizes["every"], sides=sides, console=console,
             )  # fmt: skip
-            lines += exact_report(found["exact"])
+            lines += [*exact_report(found["exact"]), "", *cpu_table(found["exact"]["rows"])]
         if plan:
             cost = state_cost(
                 workdir, bootstrap, plan, rounds, sizes["batch_lines"], sizes["busy"],
@@ -211,6 +233,11 @@ def main() -> None:
     parser.add_argument(
         "--million", action="store_true", help="1M keys, snapshots on and off (state_cost.py)"
     )
+    parser.add_argument(
+        "--no-console",
+        action="store_true",
+        help="with --exact: no run of the console sink alone beside the exact configuration",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--smoke",
@@ -237,7 +264,10 @@ def main() -> None:
             )
             if wanted
         ]
-        print("\n".join(compare_exact(workdir, options.rev, names, told, options.rounds)))
+        report = compare_exact(
+            workdir, options.rev, names, told, options.rounds, not options.no_console
+        )
+        print("\n".join(report))
     elif options.keys:
         found = compare_keys(workdir, options.rev, options.keys, options.rounds)
         print(keys_table(options.rev, options.keys, found))

@@ -7,9 +7,10 @@ most of an idle test app's CPU compiling code it never ran long enough to gain f
 with it, 0.60 with C1 only, and its first batch came 2 s sooner). CI's two cores are what
 its time is spent on, so the tests' JVMs stop at C1 (`-XX:TieredStopAtLevel=1`).
 
-Only the tests: the app, `bench/` and the README's run command keep Java's defaults, and
-a JAVA_TOOL_OPTIONS of the caller's own is left as it is (set it, empty or not, to run
-the tests with Java's defaults). Each JVM prints `Picked up JAVA_TOOL_OPTIONS: ...` first,
+Every JVM of the tests: the app itself does the same only for the driver JVM it launches
+on a local master (streaming_app/common/jvm_jit.py), and a JAVA_TOOL_OPTIONS of the
+caller's own is left as it is (set it, empty or not, to run the tests with Java's
+defaults). Each JVM prints `Picked up JAVA_TOOL_OPTIONS: ...` first,
 on stderr.
 """
 

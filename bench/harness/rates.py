@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
 from bench.harness.corpus import PARTITIONS, WORDS_PER_LINE
 from bench.harness.memory import RssTimeline, batch_window, peak_during
-from bench.harness.processes import PeakMemory, cpu_seconds
+from bench.harness.processes import PeakMemory, cpu_seconds, session_cpu_s
 from bench.harness.results import median
 from streaming_app.common.metrics_record import BatchMetrics
 
@@ -33,6 +33,8 @@ def app_rate(
     idle: int = 0,
     during: Callable[[list[BatchMetrics]], dict[str, list[BatchMetrics]]] | None = None,
     driver_cpu: bool = False,
+    cpu: bool = False,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Read a preloaded topic in equal capped batches; the steady batches' figures.
 
@@ -45,22 +47,40 @@ def app_rate(
     many batches have read nothing. `during`: batches by name (from every batch of the
     run); the peak memory of each process kind while those ran, as `<name>_<kind>_mib`.
     `driver_cpu`: the CPU seconds of the driver's Python process until the input was read
-    (`driver_cpu_s`).
+    (`driver_cpu_s`). `cpu`: the CPU seconds of all the app's processes (driver, JVM,
+    Python workers) from the end of its second busy batch (and of its first `skip_lines`
+    lines) until the input was read, per
+    1000 lines read meanwhile (`cpu_ms_per_kline`): on a shared machine a steadier
+    measure than the batches' time. `env`: more environment for the app.
     """
     rate = max(1, batch_lines // (PARTITIONS * BATCH_S))  # records/s per partition
     args = kafka_args(workdir / name, bootstrap, topic, "--max-rate-per-partition", str(rate))
     if exact:
         args += exact_args(workdir / name, exact)
-    app = AppRun.start(workdir, name, [*args, *extra], code=code)
+    app = AppRun.start(workdir, name, [*args, *extra], code=code, env=env)
     timeline = RssTimeline(app.proc.pid) if during else None
     peak = timeline or (PeakMemory(app.proc.pid) if memory else None)
+    cpu_figures: dict[str, Any] = {}
     try:
-        app.wait_for(
+        if cpu:
+            warm = app.wait_for(
+                lambda b: (
+                    sum(1 for x in b if x.records) >= 2
+                    and sum(x.records or 0 for x in b) >= skip_lines
+                ),
+                120 + lines / 50,
+            )
+            warm_cpu_s, warm_lines = session_cpu_s(app.proc.pid), sum(x.records or 0 for x in warm)
+        done = app.wait_for(
             lambda b: (
                 sum(x.records or 0 for x in b) >= lines and len(idle_batches(b, lines)) >= idle
             ),
             timeout=120 + lines / 50 + 3 * BATCH_S * idle,
         )
+        if cpu:
+            read = sum(x.records or 0 for x in done) - warm_lines
+            used = session_cpu_s(app.proc.pid) - warm_cpu_s
+            cpu_figures["cpu_ms_per_kline"] = round(1e6 * used / max(read, 1), 1)
     finally:
         memory_figures: dict[str, Any] = dict(peak.stop()) if peak else {}
         if driver_cpu:
@@ -83,6 +103,7 @@ def app_rate(
         "first_scheduling_delay_s": round((steady[0].scheduling_delay_ms or 0) / 1000, 2),
         "last_scheduling_delay_s": round((steady[-1].scheduling_delay_ms or 0) / 1000, 2),
         **memory_figures,
+        **cpu_figures,
         **(per_batch(batches, steady) if per_batch else {}),
     }  # fmt: skip
 

@@ -93,7 +93,7 @@ def state_cost(
     for keys, variant in plan:
         topic, loading = topics[keys]
         total = loading + busy * batch_lines
-        for index, (label, code) in enumerate(sides):
+        for index, (label, code, *_) in enumerate(sides):
             name = f"cost-{keys}-{'on' if variant == SNAPSHOTS else 'off'}-side{index}"
             runs[keys, variant, label] = runner(
                 workdir, name, bootstrap, topic, total, batch_lines, *VARIANT_ARGS[variant],

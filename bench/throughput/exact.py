@@ -31,8 +31,9 @@ from bench.throughput.throughput import size_keeps_up, sustained_lines
 EXACT_SIZES = (20_000, 60_000, 100_000, 140_000, 200_000)
 HEADLINE_LINES = 60_000
 EXACT, CONSOLE = "files + console", "console alone"
-# A side of a comparison: its label and the copy of the app it runs (None: this checkout).
-Side = tuple[str, Path | None]
+# A side of a comparison: its label and the copy of the app it runs (None: this checkout),
+# and optionally more environment for its runs.
+Side = tuple[str, Path | None] | tuple[str, Path | None, dict[str, str]]
 THIS_CHECKOUT: tuple[Side, ...] = (("", None),)
 
 
@@ -52,9 +53,11 @@ def exact_throughput(
     headline: int = HEADLINE_LINES,
     every: int = EXACT_CHECKPOINT_BATCHES,
     sides: tuple[Side, ...] = THIS_CHECKOUT,
+    console: bool = True,
 ) -> dict[str, Any]:
     """Per batch size (and side) the app's figures in the exact configuration, and the
-    console sink alone at `headline` lines; the baseline on the same topic.
+    console sink alone at `headline` lines (unless not `console`); the baseline on the
+    same topic. Each run also measures the app's CPU per 1000 lines (`cpu_ms_per_kline`).
 
     Each run has 2 warm-up batches, `every` steady ones (a whole checkpoint interval: one
     aligned batch, one that writes Spark's checkpoint) and a last one that is left out.
@@ -69,17 +72,18 @@ def exact_throughput(
     ceiling = median(
         [two_process_seconds(bootstrap, topic, baseline_lines) for _ in range(baseline_runs)]
     )
-    plan = [(size, EXACT) for size in sizes] + [(headline, CONSOLE)]
+    plan = [(size, EXACT) for size in sizes] + ([(headline, CONSOLE)] if console else [])
     runs = {
         (size, sinks, label): runner(
             workdir, f"exact-{size}-{'files' if sinks == EXACT else 'console'}-side{index}",
             bootstrap, topic, size * run_batches, size,
             *(() if sinks == EXACT else ("--checkpoint-interval", str(every * BATCH_S))),
             exact=every if sinks == EXACT else 0, code=code, per_batch=steady_cycle(every),
+            cpu=True, env=env[0] if env else None,
         )
-        for size, sinks in plan for index, (label, code) in enumerate(sides)
+        for size, sinks in plan for index, (label, code, *env) in enumerate(sides)
     }  # fmt: skip
-    found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s"))
+    found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s", "cpu_ms_per_kline"))
     rows = []
     for (size, sinks, label), figures in found.items():
         rows.append({
@@ -89,7 +93,7 @@ def exact_throughput(
             "median_ratio": ratio(figures["words_per_s"], base_words),
         })  # fmt: skip
     sustained = {}
-    for label, _ in sides:
+    for label, *_ in sides:
         tried = [r for r in rows if r["side"] == label and r["sinks"] == EXACT]
         best = sustained_lines(tried)
         words = best * WORDS_PER_LINE / BATCH_S

@@ -17,7 +17,10 @@ class HadoopFs:
 
     def _init(self, jvm: Any, hadoop_conf: Any, base: str) -> None:
         self._jvm = jvm
-        self._fs = jvm.org.apache.hadoop.fs.Path(base).getFileSystem(hadoop_conf)
+        # Resolved once: py4j asks the JVM about every segment of a dotted name (five
+        # round trips for this one), and a batch makes some tens of paths.
+        self._path_class = jvm.org.apache.hadoop.fs.Path
+        self._fs = self._path_class(base).getFileSystem(hadoop_conf)
 
     @classmethod
     def from_gateway(cls, base: str) -> HadoopFs:
@@ -29,7 +32,7 @@ class HadoopFs:
         return fs
 
     def _path(self, path: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(path)
+        return self._path_class(path)
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory exists."""

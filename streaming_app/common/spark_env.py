@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming_app.common import jvm_archive
+from streaming_app.common.jvm_jit import jit_env
 from streaming_app.common.jvm_locale import utf8_env
 
 
@@ -58,6 +59,8 @@ def launching_jvm() -> Iterator[None]:
     The locale (jvm_locale.py): a UTF-8 one when the caller's is not, so that the JVM
     decodes file names as UTF-8 (under LC_ALL=C it would read them as ASCII).
 
+    On a local master, HotSpot's C1 compiler only (jvm_jit.py).
+
     The class archive (jvm_archive.py), when there is one for the repository's conf/:
     the JVM alone gets the launch options and the empty conf directory it needs; this
     process and the ones it starts keep SPARK_CONF_DIR as it was.
@@ -82,6 +85,7 @@ def launching_jvm() -> Iterator[None]:
             kwargs["env"] = utf8_env(kwargs["env"])
         if isinstance(command, list) and isinstance(kwargs.get("env"), dict):
             command, kwargs["env"] = jvm_archive.launch(command, kwargs["env"], repo_conf_dir())
+            kwargs["env"] = jit_env(command, kwargs["env"])
         return launch(command, *args, **kwargs)
 
     gateway.Popen = popen

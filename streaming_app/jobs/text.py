@@ -72,8 +72,9 @@ def count_words(
         if text.isascii() and "'" not in text:
             counts.update(_ascii_words(text.lower() if lowercase else text))
         else:  # line by line: findall over one long text is slower than per line
-            for line in chunk:
-                counts.update(tokenize(line, pattern, lowercase))
+            for item in chunk:  # an item may be many lines (the Kafka reader's `joined`)
+                for line in item.split("\n"):
+                    counts.update(tokenize(line, pattern, lowercase))
     return iter(counts.items())
 
 

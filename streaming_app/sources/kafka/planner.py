@@ -93,6 +93,7 @@ def plan_batch(batch_time: datetime, rdd: RDD[Any], settings: KafkaSettings) -> 
         batch_ms=batch_ms,
         stats=RUNTIME.stats,
         give_up_after=RUNTIME.give_up_after,
+        joined=settings.joined_values,
     )
     return sc.parallelize(to_read, len(to_read)).flatMap(reader)
 

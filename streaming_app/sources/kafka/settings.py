@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from streaming_app.settings.rules import DEFAULT_TOKEN_PATTERN
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.offsets import (
     cap_for,
@@ -29,6 +30,10 @@ class KafkaSettings:
     checkpoint_ms: int
     connection: KafkaConnection
     window_ms: int = 0  # a default: checkpoints written before windows lack it
+    # The executors hand each poll's values on as one text joined with newlines
+    # (reader.joined_text): only for the word count's default pattern, which never
+    # matches across a newline. False for checkpoints written before it.
+    joined_values: bool = False
 
     @classmethod
     def from_config(cls, config: AppConfig) -> KafkaSettings:
@@ -45,6 +50,8 @@ class KafkaSettings:
             checkpoint_ms=config.checkpoint_ms,
             connection=KafkaConnection.from_config(config).without_secrets(),
             window_ms=config.window_ms or 0,
+            joined_values=config.job == "wordcount"
+            and config.token_pattern == DEFAULT_TOKEN_PATTERN,
         )
 
 

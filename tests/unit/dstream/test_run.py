@@ -256,3 +256,20 @@ def test_an_app_error_raised_in_a_batch_keeps_its_message_and_exit_code(
     assert type(error).__name__ == name
     assert str(error) == "PostgreSQL table wc has a text count column"
     assert error.exit_code == code
+
+
+def test_the_jvm_pyspark_launches_on_a_local_master_compiles_with_c1_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pyspark import java_gateway
+
+    monkeypatch.delenv("STREAMING_APP_JVM_C1", raising=False)
+    monkeypatch.setenv("STREAMING_APP_JVM_ARCHIVE", "0")
+    show = [sys.executable, "-c", "import os; print(os.environ.get('JAVA_TOOL_OPTIONS'))"]
+    found = {}
+    for master in ("local[2]", "spark://h:7077"):
+        command = [*show, "--master", master, "pyspark-shell"]
+        with launching_jvm():
+            child = java_gateway.Popen(command, env={"PATH": "/usr/bin"}, stdout=subprocess.PIPE)
+        found[master] = child.communicate()[0].decode().strip()
+    assert found == {"local[2]": "-XX:TieredStopAtLevel=1", "spark://h:7077": "None"}

@@ -151,3 +151,25 @@ def test_count_words_in_chunks_counts_as_line_by_line(lowercase: bool, extra: st
     assert dict(count_words(iter(lines), lowercase=lowercase)) == dict(expected)
     # A word never spans two lines of a chunk, whatever ends them.
     assert dict(count_words(["ab", "cd"] * CHUNK_LINES)) == {"ab": CHUNK_LINES, "cd": CHUNK_LINES}
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("extra", ["", "'", "éß’İ\ufffd\u0301"])
+def test_lines_joined_with_newlines_count_as_the_lines_one_by_one(
+    lowercase: bool, extra: str
+) -> None:
+    # The Kafka reader may hand on a poll's values as one text joined with newlines
+    # (reader.joined_text): the same words, ASCII or not, combining marks at a line's
+    # start included (NFC never composes across a newline).
+    alphabet = string.printable.replace("'", "") + "aeiou" * 5 + extra
+    lines = _random_lines(11, 3 * CHUNK_LINES + 5, alphabet)
+    expected: Counter[str] = Counter()
+    for line in lines:
+        expected.update(tokenize(line, DEFAULT_TOKEN_PATTERN, lowercase))
+    rng = random.Random(5)
+    items, at = [], 0
+    while at < len(lines):
+        size = rng.choice([1, 2, 7, 300, 2500])
+        items.append("\n".join(lines[at : at + size]))
+        at += size
+    assert dict(count_words(iter(items), lowercase=lowercase)) == dict(expected)

@@ -12,7 +12,7 @@ from streaming_app.errors import PeerUnreachableError
 from streaming_app.sources.kafka import reader
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.sources.kafka.offsets import OffsetRange
-from streaming_app.sources.kafka.reader import decode_value, read_range
+from streaming_app.sources.kafka.reader import decode_value, in_range, joined_text, read_range
 
 BROKER = KafkaConnection("10.0.0.2:9092")
 NO_ROUTE = "no bootstrap server accepts connections (10.0.0.2:9092: No route to host)"
@@ -126,4 +126,90 @@ def test_a_read_whose_broker_goes_silent_gives_up_60_s_after_kafka_give_up_after
         "reading topic=t partition=0 from the Kafka broker at 10.0.0.2:9092: unreachable for "
         "65 s (no records at offset 3 of range 3-10); gave up (kafka_give_up_after = 5 s, and "
         "60 s more in a read); a restart resumes from the checkpoint"
+    )
+
+
+def test_joined_text_decodes_the_usual_values_at_once() -> None:
+    stats: dict[str, int] = {}
+    assert joined_text([b"a b", b"c\nd", "\u00e9".encode()], 100, stats) == ("a b\nc\nd\n\u00e9", 3)
+    assert stats == {}  # the caller counts the values used without a problem
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b"a", None, b"b"],
+        [b"a", b"", b"b"],
+        [b"a", b"x" * 101, b"b"],
+        [b"a", b"caf\xe9 ok", b"b"],
+        [b"\xff", b"\xc3"],  # a truncated sequence at a value's end stays in its value
+        [None, b""],
+    ],
+)
+def test_joined_text_counts_skipped_and_replaced_values_as_one_by_one(
+    values: list[bytes | None],
+) -> None:
+    stats: dict[str, int] = {}
+    text, used = joined_text(values, 100, stats)
+    one_by_one: dict[str, int] = {}
+    texts = [decode_value(v, 100, one_by_one) for v in values]
+    assert text == "\n".join(t for t in texts if t is not None)
+    assert used == 0 and stats == one_by_one
+
+
+def test_in_range_keeps_the_records_of_the_range() -> None:
+    records = [(3, b"a"), (4, b"b"), (5, b"c"), (6, b"d")]
+    assert in_range(records, 3, 10) == (records, 7)
+    assert in_range(records, 5, 10) == (records[2:], 7)
+    assert in_range(records, 3, 5) == (records[:2], 5)
+    assert in_range(records, 4, 6) == (records[1:3], 6)
+    assert in_range(records, 7, 10) == ([], 7)
+    assert in_range(records[:1], 3, 4) == (records[:1], 4)
+    assert in_range([], 3, 10) == ([], 3)
+    gap = [(3, b"a"), (4, b"b"), (7, b"c")]  # offsets 5 and 6 compacted away
+    assert in_range(gap, 3, 6) == (gap[:2], 6)
+
+
+class PollingConsumer(SilentConsumer):
+    """Connected: each poll returns the next of `polls`, then nothing."""
+
+    def __init__(self, now: list[float], polls: list[list[tuple[int, bytes | None]]]) -> None:
+        super().__init__(now)
+        self.polls = iter(polls)
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+        from kafka import TopicPartition
+
+        records = next(self.polls, None)
+        return {TopicPartition("t", 0): records} if records is not None else {}
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.added: list[dict[int, dict[str, int]]] = []
+
+    def add(self, value: dict[int, dict[str, int]]) -> None:
+        self.added.append(value)
+
+
+def test_a_joined_read_gives_the_same_lines_and_counts_as_one_by_one(
+    clock: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls = [
+        [(1, b"skipped: before the range"), (2, b"a b"), (3, b"c")],
+        [(4, None), (5, b"caf\xe9"), (6, b"x" * 101), (7, b"")],
+        [(8, "d \u00e9".encode()), (9, b"e\nf"), (10, b"past the range")],
+    ]
+    found = {}
+    for joined in (False, True):
+        monkeypatch.setattr(reader, "_connect", lambda *args: PollingConsumer(clock, polls))
+        stats = Stats()
+        texts = list(
+            read_range(OffsetRange("t", 0, 2, 10), BROKER, 100, "fail", 7, stats, joined=joined)
+        )
+        found[joined] = ("\n".join(texts), stats.added)
+    assert found[True] == found[False]
+    assert found[True] == (
+        "a b\nc\ncaf\ufffd\nd \u00e9\ne\nf",
+        [{7: {"records": 5, "empty": 2, "oversize": 1, "replaced": 1}}],
     )
