@@ -43,13 +43,14 @@ from streaming_app.settings.rules import (
 ENV_PREFIX = "STREAMING_APP_"
 # Variables with the prefix that are not settings: they belong to scripts/ (CODE: how
 # submit.sh ships the code; VENV; TEST_WORKERS), to conf/secure/spark-env.sh (PYTHON: the
-# daemons' reader of the secret), or (JVM_ARCHIVE) to how the JVM is launched
-# (common/jvm_archive.py). A driver started by those inherits them.
+# daemons' reader of the secret), or (JVM_ARCHIVE, JVM_C1) to how the JVM is launched
+# (common/jvm_archive.py, common/jvm_jit.py). A driver started by those inherits them.
 ENV_NOT_SETTINGS = frozenset(
     {
         "STREAMING_APP_VENV",
         "STREAMING_APP_CONFIG",
         "STREAMING_APP_JVM_ARCHIVE",
+        "STREAMING_APP_JVM_C1",
         "STREAMING_APP_CODE",
         "STREAMING_APP_PYTHON",
         "STREAMING_APP_TEST_WORKERS",

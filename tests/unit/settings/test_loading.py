@@ -534,3 +534,9 @@ def test_a_wrong_metrics_linger_seconds_is_named(tmp_path: Path, value: str, fra
     assert f"{ini} [metrics] metrics_linger_seconds: {fragment}" in config_error(ini)
     cli = {"metrics_linger_seconds": value}
     assert f"--metrics-linger-seconds: {fragment}" in config_error(env={}, cli=cli)
+
+
+def test_the_jit_switch_is_not_a_setting() -> None:
+    # STREAMING_APP_JVM_C1=0 (common/jvm_jit.py) is read by the launcher, not a setting:
+    # a user who turns C1-only off must not get "unknown setting" (exit 2).
+    assert load_config(env={"STREAMING_APP_JVM_C1": "0"}).port == 9999
