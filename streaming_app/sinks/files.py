@@ -191,12 +191,20 @@ def write_totals(
     batch_ms = epoch_ms(batch_time)
     fs = HadoopFs(rdd.context, settings.output_dir)
     changed = view.changed_lines(rdd, format_total)
+    # With buckets the writing job brings back the batch's digest (the console's top,
+    # the metrics' figures): no job of its own after this one.
     write_chain(
         fs,
         settings,
         batch_ms,
-        None if changed is None else lambda temp: write_parts(fs, changed, temp),
-        lambda temp: write_parts(fs, view.lines(rdd, format_total), temp),
+        None
+        if changed is None
+        else lambda temp: write_parts(
+            fs, changed, temp, view.writing(rdd, format_total, changed=True)
+        ),
+        lambda temp: write_parts(
+            fs, view.lines(rdd, format_total), temp, view.writing(rdd, format_total, changed=False)
+        ),
     )
     mark_written(batch_ms, "files")
     observe_state(batch_time, rdd, view)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -52,12 +52,25 @@ def write_part(directory: str, index: int, lines: Iterable[str]) -> Iterator[int
     yield count
 
 
-def write_parts(fs: HadoopFs, lines: RDD[str], directory: str) -> None:
-    """Write `lines` as part files into `directory` (new), by the executors, then `_SUCCESS`."""
+def write_parts(
+    fs: HadoopFs,
+    lines: RDD[str],
+    directory: str,
+    job: Callable[[Callable[[int, Iterable[str]], Iterator[int]]], None] | None = None,
+) -> None:
+    """Write `lines` as part files into `directory` (new), by the executors, then `_SUCCESS`.
+
+    job: on a local file system, runs the writing job itself with the part writer it is
+    given, one call a partition (StateView.writing: the same lines, and the batch's digest
+    from the same tasks); None: a job of `lines`."""
     local = fs.local_path(directory)
     if local is None:
         lines.saveAsTextFile(directory)  # its committer writes _SUCCESS
         return
     fs.mkdirs(directory)
-    lines.mapPartitionsWithIndex(partial(write_part, local)).collect()  # a count a task
+    write = partial(write_part, local)
+    if job is None:
+        lines.mapPartitionsWithIndex(write).collect()  # a count a task
+    else:
+        job(write)
     fs.write_atomic(directory.rstrip("/") + "/" + SUCCESS_MARKER, b"")

@@ -4,9 +4,9 @@ The word count reports both; the keyed sums add values, not words, and report ke
 
 Driver side, DStream engine. `FIGURES` holds them for the driver process: the sinks that
 read the state note the batch's state RDD after their write (observe.py), and it reads
-the batch's digest (state/view.py), which the sink has usually collected already (the
-files and postgres sinks' changed totals, the console's top), so it costs no job then;
-otherwise (a files base) one small job of the buckets' counts. It notes only while a
+the batch's digest (state/view.py), which the sink has usually brought already (the
+files sink's writing job, the console's top), so it costs no job then; otherwise (the
+postgres sink alone) one small job of the buckets' counts. It notes only while a
 metrics file or a Prometheus endpoint asks (`StateFigures.wanted`, set by dstream/run.py),
 and only with state buckets: one record per key (state_buckets = 0) would need a scan of
 the whole state every batch. The batch's listener takes the figures by batch time

@@ -9,7 +9,9 @@ what the batch added (state/buckets.py keeps them in each bucket record, and eac
 partition's task sums its buckets'), collected by one small job for every sink together,
 so it is bounded by the partitions and `top_n`, never by the keys a batch changed, and
 one Spark job however many sinks read it (a job costs tens of milliseconds on two cores,
-even an empty one). With one state record per key
+even an empty one). The files sink writes through `writing`, whose tasks bring the
+digest back with their counts: a batch of the files and console sinks is then one job.
+With one state record per key
 (state_buckets = 0) the state does not know what changed: `changed` is None, and the
 top and the counts scan the whole state (on the executors: `takeOrdered`, `fold`).
 """
@@ -19,13 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming_app.state.buckets import added_of, bucket_items, rank, top
 
 if TYPE_CHECKING:
     from pyspark import RDD
+
+
+# Executor side: writes one partition's lines (partition index, lines), yields its count.
+PartWriter = Callable[[int, Iterable[str]], Iterator[int]]
 
 
 class Digest(NamedTuple):
@@ -62,6 +68,26 @@ def _partition_digest(
         total = _sum(add, total, bucket.total)
         added = _sum(add, added, added_of(bucket))
     yield changed, top(tops, cut) if cut else tops, keys, total, added
+
+
+def _write_and_digest(
+    add: Callable[[Any, Any], Any],
+    changes: bool,
+    lines_of: Callable[[tuple[int, Any]], Iterator[str]],
+    write: PartWriter,
+    index: int,
+    records: Iterable[tuple[int, Any]],
+) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """Executor side: one partition's lines written by `write`, and its digest record."""
+    kept = list(records)  # the partition's bucket records, packed: a few per partition
+    written = sum(write(index, chain.from_iterable(map(lines_of, kept))))
+    (digest,) = _partition_digest(add, changes, kept)
+    yield written, digest
+
+
+def _which(rdd: RDD[Any]) -> tuple[str, int]:
+    """The key of a state RDD's digest: its application and RDD id."""
+    return str(rdd.context.applicationId), rdd.id()
 
 
 # The newest batch's digest: ((application, state RDD id), digest). Output operations of
@@ -124,13 +150,19 @@ class StateView:
         return rdd.flatMap(partial(_bucket_lines, line))
 
     def digest(self, rdd: RDD[Any]) -> Digest:
-        """The batch's digest: one job for the first sink of a batch, then kept."""
+        """The batch's digest: one job for the first sink of a batch (none when a sink
+        wrote through `writing`, whose job brought it), then kept."""
         assert self.bucketed
-        which = (str(rdd.context.applicationId), rdd.id())
+        which = _which(rdd)
         if _last and _last[0][0] == which:
             return _last[0][1]
         digest = partial(_partition_digest, self.add, self.changes)
-        parts = rdd.mapPartitions(digest).collect()  # one record a partition
+        found = self._combined(rdd.mapPartitions(digest).collect())  # one record a partition
+        _last[:] = [(which, found)]
+        return found
+
+    def _combined(self, parts: Iterable[tuple[Any, ...]]) -> Digest:
+        """The partitions' digest records summed into the batch's."""
         changed: int | None = 0 if self.changes else None
         tops: list[tuple[str, Any]] = []
         keys, total, added = 0, None, None
@@ -141,9 +173,27 @@ class StateView:
             keys += part_keys
             total = _sum(self.add, total, part_total)
             added = _sum(self.add, added, part_added)
-        found = Digest(changed, tops, keys, 0 if total is None else total, added)
-        _last[:] = [(which, found)]
-        return found
+        return Digest(changed, tops, keys, 0 if total is None else total, added)
+
+    def writing(
+        self, rdd: RDD[Any], line: Callable[[tuple[str, Any]], str], changed: bool
+    ) -> Callable[[PartWriter], None] | None:
+        """A job that writes the state's lines (`changed`: the totals the batch changed,
+        as `changed_lines`; else every total, as `lines`) by a part writer on the
+        executors and brings the batch's digest back from the same tasks, so that the
+        sinks after it (the console's top, the metrics' figures) run no job of their own:
+        a Spark job costs tens of milliseconds of a batch even when it is small. None
+        without buckets (no digest), or when the layout cannot tell what changed."""
+        if not self.bucketed or (changed and not self.changes):
+            return None
+        lines_of = partial(_changed_lines if changed else _bucket_lines, line)
+
+        def run(write: PartWriter) -> None:
+            task = partial(_write_and_digest, self.add, self.changes, lines_of, write)
+            results = rdd.mapPartitionsWithIndex(task).collect()  # one record a partition
+            _last[:] = [(_which(rdd), self._combined(digest for _, digest in results))]
+
+        return run
 
     def changed(self, rdd: RDD[Any]) -> RDD[tuple[str, Any]] | None:
         """The (key, total) pairs this batch changed, as an RDD (the buckets' changes, on

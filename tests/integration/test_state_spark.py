@@ -149,3 +149,40 @@ def test_the_view_reads_changes_tops_and_figures_from_the_buckets_in_one_job(sc:
     assert changed is not None and changed.collect() == []
     assert view.changed_count(idle) == 0
     assert view.figures(idle) == (len(totals), sum(totals.values()))
+
+
+def test_the_files_sinks_job_brings_the_digest_so_the_console_and_figures_run_none(
+    sc: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch of the files and console sinks (the README's) is one Spark job: the files
+    sink's writing tasks bring the digest back, and the console's top and the metrics'
+    figures read it. A base and two deltas, each written exactly."""
+    from streaming_app.sinks.console import write_console
+    from streaming_app.sinks.files import FilesSettings, write_totals
+    from streaming_app.sinks.files_layout import read_totals
+    from streaming_app.state.view import StateView
+
+    batch_ms = 2000
+    view = StateView(bucketed=True, add=add_counts)
+    files = FilesSettings(str(tmp_path / "out"), 10, 3 * batch_ms, batch_ms, "ctx")
+    rng = random.Random(11)
+    state, totals = None, Counter[str]()
+    for round_no in range(1, 4):  # a base (the first), then two deltas
+        lines = _lines(rng, 150)
+        totals.update(w for line in lines for w in line.split())
+        state = next_state(
+            datetime.now(), state, _batch(sc, lines), PARTITIONS, update_count, top_n=5
+        ).cache()
+        state.count()
+        group = f"files and console, batch {round_no}"
+        sc.setJobGroup(group, group)
+        t = datetime.fromtimestamp(round_no * batch_ms / 1000)
+        write_totals(t, state, view, files)
+        write_console(t, state, view, 5)
+        assert view.figures(state) == (len(totals), sum(totals.values()))
+        sc.setJobGroup("", "")
+        assert len(sc.statusTracker().getJobIdsForGroup(group)) == 1, group
+        top = sorted(totals.items(), key=lambda p: (-p[1], p[0]))[:5]
+        assert view.top(state, 5) == top
+        assert top[0][0] in capsys.readouterr().out  # the console printed the top
+        assert read_totals(files.output_dir) == (round_no * batch_ms, dict(totals))
