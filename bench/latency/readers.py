@@ -6,9 +6,9 @@
   changes by a directory renamed into place, so the totals are read again only when the
   directory's listing changed (the poll at which it changed is the moment seen), and a
   directory's parsed lines are kept while it is in the chain (by path and mtime: complete
-  directories do not change), so that a read parses only the new ones. Without that, the
-  reader parsed the base and up to ten deltas of some 60,000 lines each several times a
-  batch, CPU taken from the app's two cores.
+  directories do not change; `read_totals`' `read_dir`), so that a read parses only the
+  new ones. Without that, the reader parsed the base and up to ten deltas of some 60,000
+  lines each several times a batch, CPU taken from the app's two cores.
 - postgres (the app's): a SELECT of the probe words' totals in the run's table, through its
   primary key (a range scan), in autocommit.
 - the peer's (Spark's own word count, bench/peers/spark_peer.py `--app-output`): the
@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.latency.probes import PROBE_END, PROBE_PREFIX, ProbeBook, probe_words
-from streaming_app.sinks import files_layout
-from streaming_app.sinks.files_layout import read_totals
+from streaming_app.sinks.files_layout import read_totals, read_totals_dir
 
 Reader = Callable[[], set[str] | None]  # the probe words visible now (None: nothing new)
 
@@ -49,20 +48,15 @@ def files_reader(output_dir: Path) -> Reader:
             return None
         last[0] = listing
         used: set[tuple[str, int]] = set()
-        original = files_layout.read_totals_dir
 
         def read_dir(path: str) -> dict[str, Any]:
             key = (path, os.stat(path).st_mtime_ns)
             used.add(key)
             if key not in parsed:
-                parsed[key] = original(path)
+                parsed[key] = read_totals_dir(path)
             return parsed[key]
 
-        files_layout.read_totals_dir = read_dir  # read_chain's, in this process only
-        try:
-            found = probe_words(read_totals(str(output_dir))[1])
-        finally:
-            files_layout.read_totals_dir = original
+        found = probe_words(read_totals(str(output_dir), read_dir=read_dir)[1])
         for key in set(parsed) - used:
             del parsed[key]
         return found

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
@@ -217,21 +217,26 @@ def read_totals_dir(path: str) -> dict[str, Any]:
     return totals
 
 
-def read_chain(output_dir: str) -> tuple[int | None, dict[str, Any]]:
+def read_chain(
+    output_dir: str, read_dir: Callable[[str], dict[str, Any]] | None = None
+) -> tuple[int | None, dict[str, Any]]:
     """The totals as of the newest batch the chain reaches, and that batch time.
 
     The newest complete base, then the complete deltas after it in batch order, each
     following the batch reached so far within the base's context, up to the first break.
     A base without a marker (before 0.4.0) has no deltas. Raises FileNotFoundError when
     a directory goes while it is read (pruned or replaced by the running app).
+    read_dir: reads one directory's totals [read_totals_dir] (a reader that polls may
+    keep what it parsed: a complete directory does not change).
     """
+    read_dir = read_dir or read_totals_dir
     names = _list(output_dir)
     base = latest_totals_dir(output_dir, TOTALS, names)
     if base is None:
         return None, {}
     reached, path = base
     base_link = read_link(path)
-    totals = read_totals_dir(path)
+    totals = dict(read_dir(path))
     deltas = sorted(b for n in names if (b := batch_of(n, DELTA)) is not None and b > reached)
     for batch in deltas:
         path = os.path.join(output_dir, totals_name(batch, DELTA))
@@ -243,19 +248,24 @@ def read_chain(output_dir: str) -> tuple[int | None, dict[str, Any]]:
             or link.previous != reached
         ):
             break
-        totals.update(read_totals_dir(path))
+        totals.update(read_dir(path))
         reached = batch
     return reached, totals
 
 
 def read_totals(
-    output_dir: str, attempts: int = 5, kind: str = TOTALS
+    output_dir: str,
+    attempts: int = 5,
+    kind: str = TOTALS,
+    read_dir: Callable[[str], dict[str, Any]] | None = None,
 ) -> tuple[int | None, dict[str, Any]]:
-    """The current totals (or window) of a files sink output dir, and its batch time."""
+    """The current totals (or window) of a files sink output dir, and its batch time.
+
+    read_dir: as read_chain's (the totals only)."""
     for attempt in range(attempts):
         try:
             if kind == TOTALS:
-                return read_chain(output_dir)
+                return read_chain(output_dir, read_dir)
             latest = latest_totals_dir(output_dir, kind)
             return (None, {}) if latest is None else (latest[0], read_totals_dir(latest[1]))
         except FileNotFoundError as exc:

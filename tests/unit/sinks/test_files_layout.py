@@ -25,6 +25,7 @@ from streaming_app.sinks.files_layout import (
     latest_totals_dir,
     parse_link,
     read_totals,
+    read_totals_dir,
     temp_name,
     to_prune,
     to_prune_chain,
@@ -215,6 +216,20 @@ def test_a_base_and_its_chain_of_deltas_read_as_the_totals_of_the_last_delta(
     assert read_totals(str(tmp_path)) == (4000, {"a": 3, "b": 5, "c": 1})
     # The newest base alone is the base, not the totals.
     assert latest_totals_dir(str(tmp_path)) == (1000, str(tmp_path / totals_name(1000)))
+
+
+def test_a_reader_that_keeps_what_it_parsed_reads_the_same_and_keeps_it_unchanged(
+    tmp_path: Path,
+) -> None:
+    make_chain(tmp_path)
+    kept: dict[str, dict[str, Any]] = {}
+
+    def read_dir(path: str) -> dict[str, Any]:
+        return kept.setdefault(path, read_totals_dir(path))
+
+    assert read_totals(str(tmp_path), read_dir=read_dir) == (4000, {"a": 3, "b": 5, "c": 1})
+    assert kept[str(tmp_path / totals_name(1000))] == {"a": 1, "b": 2}  # the base as parsed
+    assert read_totals(str(tmp_path), read_dir=read_dir) == (4000, {"a": 3, "b": 5, "c": 1})
 
 
 def test_the_newest_base_is_read_with_the_deltas_after_it_only(tmp_path: Path) -> None:
