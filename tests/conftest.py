@@ -40,7 +40,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --slow-share K/N, the slow tests of share K get the `ci_share` marker."""
+    """With --slow-share K/N, the slow tests of share K get the `ci_share` marker, and go
+    first, longest first: a share's test of 10-16 minutes started last would run alone
+    at the end of a run of two processes (pytest-xdist's worksteal hands the rest to the
+    other process meanwhile)."""
     text = config.getoption("--slow-share")
     if not text:
         return
@@ -50,6 +53,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(str(error)) from None
     slow = [item for item in items if item.get_closest_marker("slow")]
     shares = slow_shares.assign((item.nodeid for item in slow), n)
-    for item in slow:
-        if shares.get(item.nodeid) == k:
-            item.add_marker(pytest.mark.ci_share)
+    chosen = [item for item in slow if shares.get(item.nodeid) == k]
+    for item in chosen:
+        item.add_marker(pytest.mark.ci_share)
+    chosen.sort(key=lambda item: -slow_shares.seconds_of(item.nodeid))
+    first = {id(item) for item in chosen}
+    items[:] = chosen + [item for item in items if id(item) not in first]

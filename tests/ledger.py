@@ -88,6 +88,11 @@ def collected(marker_expression: str) -> frozenset[str]:
 
 def collected_with(options: list[str], marker_expression: str) -> frozenset[str]:
     """The node ids pytest collects with these options and `-m EXPRESSION`."""
+    return frozenset(collected_in_order(options, marker_expression))
+
+
+def collected_in_order(options: list[str], marker_expression: str) -> list[str]:
+    """The node ids pytest collects with these options and `-m EXPRESSION`, in its order."""
     result = subprocess.run(
         [*PYTEST, "--collect-only", "-q", *options, "-m", marker_expression, "tests"],
         cwd=ROOT,
@@ -99,7 +104,7 @@ def collected_with(options: list[str], marker_expression: str) -> frozenset[str]
     if result.returncode not in (0, 5):
         raise RuntimeError(f"pytest --collect-only failed:\n{result.stdout}\n{result.stderr}")
     lines = result.stdout.splitlines()
-    return frozenset(line.strip() for line in lines if line.startswith("tests/") and "::" in line)
+    return [line.strip() for line in lines if line.startswith("tests/") and "::" in line]
 
 
 def matching(node_id: str, ids: frozenset[str]) -> list[str]:
