@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import bench.compare as compare
 import bench.harness.rates as rates
 import bench.throughput.exact as exact
 from bench.harness.periodic import kinds
 from bench.harness.rates import steady_batches
 from bench.throughput.exact import exact_report, exact_throughput, run_lines
+from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 from streaming_app.common.metrics_record import BatchMetrics
 
 FIRST_MS = 1_795_420_092_000  # a batch time that is no multiple of 10 batches
@@ -130,3 +134,105 @@ def test_without_a_warm_up_the_runs_are_as_they_were(
     found = exact_throughput(tmp_path, "b:1", (400,), 1, 2000, 1, 400, 2)
     assert topics == [2000] and {(c["lines"], c["skip_lines"]) for c in calls} == {(2000, 0)}
     assert "unmeasured" not in "\n".join(exact_report(found))
+
+
+def test_an_env_side_is_a_label_and_its_variables() -> None:
+    assert compare.env_side("Java's default JIT:STREAMING_APP_JVM_C1=0") == (
+        "Java's default JIT", {"STREAMING_APP_JVM_C1": "0"}
+    )  # fmt: skip
+    assert compare.env_side("c1:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1,A_B=") == (
+        "c1", {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1", "A_B": ""}
+    )  # fmt: skip
+    for bad in (
+        "STREAMING_APP_JVM_C1=0",
+        ":A=1",
+        "jit:",
+        "jit:A",
+        "jit:1A=0",
+        "jit:A=1,",
+        "x:A=1,A=2",
+    ):
+        with pytest.raises(argparse.ArgumentTypeError):
+            compare.env_side(bad)
+
+
+@contextlib.contextmanager
+def _broker(_workdir: Path) -> Iterator[str]:
+    yield "b:1"
+
+
+def test_the_env_sides_and_the_warm_up_reach_the_exact_runs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told: dict[str, Any] = {}
+    monkeypatch.setattr(compare, "export", lambda rev, into: tmp_path / "code")
+    monkeypatch.setattr(compare, "broker", _broker)
+    monkeypatch.setattr(
+        compare, "exact_throughput", lambda *a, **k: told.update(exact=k) or {"rows": []}
+    )
+    monkeypatch.setattr(compare, "exact_report", lambda e: [])
+    monkeypatch.setattr(compare, "cpu_table", lambda rows: [])
+    monkeypatch.setattr(compare, "state_cost", lambda *a, **k: told.update(cost=k) or {})
+    monkeypatch.setattr(compare, "million_report", lambda c: [])
+    sizes = dict(compare.SMOKE)
+    env = {"STREAMING_APP_JVM_C1": "0"}
+    compare.compare_exact(
+        tmp_path, "abc", ["exact", "million"], sizes, 1, False, 4, (("jit", env),)
+    )
+    assert told["exact"]["sides"] == (
+        ("before (abc)", tmp_path / "code"), ("after", None), ("jit", None, env)
+    )  # fmt: skip
+    assert told["exact"]["warmup"] == 4
+    assert told["cost"]["sides"] == (("before (abc)", tmp_path / "code"), ("after", None))
+
+
+def _main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str
+) -> tuple[int | str | None, str, dict[str, Any]]:
+    """compare's main with these arguments: its exit code, its stderr, what it ran."""
+    ran: dict[str, Any] = {}
+    monkeypatch.setenv(ARCHIVE_ENV, "1")  # main sets it: restored after the test
+    monkeypatch.setattr(compare, "compare_exact", lambda *a: ran.update(args=a) or [])
+    monkeypatch.setattr(sys, "argv", ["run.py compare", "abc", "--workdir", str(tmp_path), *args])
+    code: int | str | None = 0
+    try:
+        compare.main()
+    except SystemExit as exit:
+        code = exit.code
+    return code, capsys.readouterr().err, ran
+
+
+def test_the_options_reach_the_comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, ran = _main(monkeypatch, capsys, tmp_path, "--exact", "--smoke", "--warmup-batches",
+                         "2", "--env-side", "jit:A=0", "--env-side", "both:A=0,B=1")  # fmt: skip
+    assert code == 0
+    assert ran["args"][-2:] == (2, (("jit", {"A": "0"}), ("both", {"A": "0", "B": "1"})))
+    code, _, ran = _main(monkeypatch, capsys, tmp_path, "--exact", "--smoke")
+    assert code == 0 and ran["args"][-2:] == (0, ())
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--exact", "--env-side", "no colon"], "--env-side"),
+        (["--exact", "--env-side", "after:A=1"], "--env-side"),  # the checkout's side's label
+        (["--exact", "--env-side", "x:A=1", "--env-side", "x:B=1"], "--env-side"),
+        (["--env-side", "jit:A=0"], "--env-side"),  # not without --exact
+        (["--exact", "--warmup-batches", "-1"], "--warmup-batches"),
+        (["--exact", "--warmup-batches", "ten"], "--warmup-batches"),
+        (["--warmup-batches", "5"], "--warmup-batches"),
+    ],
+)
+def test_a_bad_option_exits_2_with_one_line_naming_it(
+    args: list[str],
+    option: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, err, ran = _main(monkeypatch, capsys, tmp_path, *args)
+    assert code == 2 and not ran
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("run.py compare: error: ") and option in last, err
