@@ -21,14 +21,20 @@ bench/state/state_cost.py's measures instead, in the exact configuration (files 
 sinks), and it prints their tables with a row per side:
 
     python bench/run.py compare REV --exact [--sizes 20000,60000,200000] [--rounds 3]
-        [--no-console]
+        [--no-console] [--warmup-batches N] [--env-side LABEL:VAR=VALUE[,VAR=VALUE...]]...
     python bench/run.py compare REV --cost-vs-state [10000,100000,1000000] [--million]
+
+With --exact, --warmup-batches N has every run read N batches that are not measured
+before its usual 2 warm-up batches (how the app does once its JIT has settled), and each
+--env-side adds a side: this checkout's code with that environment added (such as
+`"Java's default JIT:STREAMING_APP_JVM_C1=0"`), interleaved with the others in each round.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +180,37 @@ def cpu_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_side(spec: str) -> tuple[str, dict[str, str]]:
+    """An --env-side's label and environment, from `LABEL:VAR=VALUE[,VAR=VALUE...]`.
+
+    The label ends at the first colon; a value may hold `=` but not a comma.
+    """
+    label, colon, assignments = spec.partition(":")
+    if not colon or not label.strip():
+        raise argparse.ArgumentTypeError(f"{spec!r}: expected LABEL:VAR=VALUE[,VAR=VALUE...]")
+    env: dict[str, str] = {}
+    for assignment in assignments.split(","):
+        name, equals, value = assignment.partition("=")
+        if not equals or not ENV_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"{spec!r}: {assignment!r} is not VAR=VALUE with VAR a variable's name"
+            )
+        if name in env:
+            raise argparse.ArgumentTypeError(f"{spec!r}: {name} is set twice")
+        env[name] = value
+    return label.strip(), env
+
+
+def warmup_batches(text: str) -> int:
+    """--warmup-batches: a whole number of batches, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of batches, 0 or more")
+    return int(text)
+
+
 def compare_exact(
     workdir: Path,
     rev: str,
@@ -181,12 +218,17 @@ def compare_exact(
     sizes: dict[str, Any],
     rounds: int,
     console: bool = True,
+    warmup: int = 0,
+    env_sides: tuple[tuple[str, dict[str, str]], ...] = (),
 ) -> list[str]:
     """Both sides in the exact configuration, for the named benchmarks of bench/run.py
     (exact, cost-vs-state, million) at its `sizes` (FULL or SMOKE, or as told); the
-    console sink alone beside it unless not `console`."""
+    console sink alone beside it unless not `console`. The exact throughput only: each
+    run reads `warmup` unmeasured batches first, and each of `env_sides` (a label, more
+    environment) is a side more, this checkout's code with that environment."""
     code = export(rev, workdir / "rev")
     sides = ((f"before ({rev})", code), ("after", None))
+    exact_sides = (*sides, *((label, None, env) for label, env in env_sides))
     plan = cost_plan(names, sizes)
     found: dict[str, Any] = {}
     lines: list[str] = []
@@ -194,7 +236,8 @@ def compare_exact(
         if "exact" in names:
             found["exact"] = exact_throughput(
                 workdir, bootstrap, sizes["exact_sizes"], rounds, sizes["lines"], sizes["runs"],
-                sizes["exact_headline"], sizes["every"], sides=sides, console=console,
+                sizes["exact_headline"], sizes["every"], sides=exact_sides, console=console,
+                warmup=warmup,
             )  # fmt: skip
             lines += [*exact_report(found["exact"]), "", *cpu_table(found["exact"]["rows"])]
         if plan:
@@ -238,6 +281,21 @@ def main() -> None:
         action="store_true",
         help="with --exact: no run of the console sink alone beside the exact configuration",
     )
+    parser.add_argument(
+        "--warmup-batches",
+        type=warmup_batches,
+        default=0,
+        metavar="N",
+        help="with --exact: every run first reads N batches that are not measured [0]",
+    )
+    parser.add_argument(
+        "--env-side",
+        type=env_side,
+        action="append",
+        default=[],
+        metavar="LABEL:VAR=VALUE[,VAR=VALUE...]",
+        help="with --exact: a side more, this checkout with that environment (repeatable)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--smoke",
@@ -246,6 +304,14 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path)
     options = parser.parse_args()
+    exact_only = [("--warmup-batches", options.warmup_batches), ("--env-side", options.env_side)]
+    for option, given in exact_only:
+        if given and not options.exact:
+            parser.error(f"{option}: only with --exact")
+    labels = [f"before ({options.rev})", "after", *(label for label, _ in options.env_side)]
+    for label in labels:
+        if labels.count(label) > 1:
+            parser.error(f"argument --env-side: the label {label!r} names two sides")
     # Both sides start their JVMs without the class archive: a revision before it has none.
     os.environ[ARCHIVE_ENV] = "0"
     workdir = make_workdir(options.workdir, "streaming-app-compare-")
@@ -265,8 +331,9 @@ def main() -> None:
             if wanted
         ]
         report = compare_exact(
-            workdir, options.rev, names, told, options.rounds, not options.no_console
-        )
+            workdir, options.rev, names, told, options.rounds, not options.no_console,
+            options.warmup_batches, tuple(options.env_side),
+        )  # fmt: skip
         print("\n".join(report))
     elif options.keys:
         found = compare_keys(workdir, options.rev, options.keys, options.rounds)

@@ -37,6 +37,17 @@ Side = tuple[str, Path | None] | tuple[str, Path | None, dict[str, str]]
 THIS_CHECKOUT: tuple[Side, ...] = (("", None),)
 
 
+def run_lines(batch_lines: int, every: int, warmup: int = 0) -> tuple[int, int]:
+    """A run's lines, and the lines before its measured window (app_rate's skip_lines).
+
+    A run reads `warmup` unmeasured batches, 2 of warm-up, `every` steady ones and a last
+    one that is left out. Without `warmup` the window starts after the first two busy
+    batches by position (skip_lines 0), as it always has.
+    """
+    lines = batch_lines * (warmup + every + 3)
+    return lines, batch_lines * (warmup + 2) if warmup else 0
+
+
 def ratio(words_per_s: float, base_words: float) -> float:
     """A rate against the baseline's, to three significant digits: a small one (a smoke
     run's batches of a few hundred lines on a busy machine) is not rounded to 0."""
@@ -54,17 +65,20 @@ def exact_throughput(
     every: int = EXACT_CHECKPOINT_BATCHES,
     sides: tuple[Side, ...] = THIS_CHECKOUT,
     console: bool = True,
+    warmup: int = 0,
 ) -> dict[str, Any]:
     """Per batch size (and side) the app's figures in the exact configuration, and the
     console sink alone at `headline` lines (unless not `console`); the baseline on the
     same topic. Each run also measures the app's CPU per 1000 lines (`cpu_ms_per_kline`).
 
-    Each run has 2 warm-up batches, `every` steady ones (a whole checkpoint interval: one
-    aligned batch, one that writes Spark's checkpoint) and a last one that is left out.
+    Each run has `warmup` unmeasured batches (0 by default), 2 warm-up batches, `every`
+    steady ones (a whole checkpoint interval: one aligned batch, one that writes Spark's
+    checkpoint) and a last one that is left out. Any `every` batches in a row hold one
+    of each kind, so the window stays a whole interval after any warm-up; the CPU is
+    measured from its start (app_rate's skip_lines).
     """
     sizes = tuple(sorted({*sizes, headline}))  # the headline is always measured
-    run_batches = every + 3
-    topic = load_topic(bootstrap, max(baseline_lines, max(sizes) * run_batches))
+    topic = load_topic(bootstrap, max(baseline_lines, run_lines(max(sizes), every, warmup)[0]))
     baseline = median(
         [baseline_seconds(bootstrap, topic, baseline_lines) for _ in range(baseline_runs)]
     )
@@ -73,16 +87,17 @@ def exact_throughput(
         [two_process_seconds(bootstrap, topic, baseline_lines) for _ in range(baseline_runs)]
     )
     plan = [(size, EXACT) for size in sizes] + ([(headline, CONSOLE)] if console else [])
-    runs = {
-        (size, sinks, label): runner(
-            workdir, f"exact-{size}-{'files' if sinks == EXACT else 'console'}-side{index}",
-            bootstrap, topic, size * run_batches, size,
-            *(() if sinks == EXACT else ("--checkpoint-interval", str(every * BATCH_S))),
-            exact=every if sinks == EXACT else 0, code=code, per_batch=steady_cycle(every),
-            cpu=True, env=env[0] if env else None,
-        )
-        for size, sinks in plan for index, (label, code, *env) in enumerate(sides)
-    }  # fmt: skip
+    runs = {}
+    for size, sinks in plan:
+        lines, skip_lines = run_lines(size, every, warmup)
+        for index, (label, code, *env) in enumerate(sides):
+            runs[size, sinks, label] = runner(
+                workdir, f"exact-{size}-{'files' if sinks == EXACT else 'console'}-side{index}",
+                bootstrap, topic, lines, size,
+                *(() if sinks == EXACT else ("--checkpoint-interval", str(every * BATCH_S))),
+                skip_lines=skip_lines, exact=every if sinks == EXACT else 0, code=code,
+                per_batch=steady_cycle(every), cpu=True, env=env[0] if env else None,
+            )  # fmt: skip
     found = interleaved(rounds, runs, each=("processing_s", "mean_words_per_s", "cpu_ms_per_kline"))
     rows = []
     for (size, sinks, label), figures in found.items():
@@ -109,6 +124,7 @@ def exact_throughput(
         "two_process_words_per_s": round(baseline_lines * WORDS_PER_LINE / ceiling),
         "headline_lines": headline,
         "checkpoint_batches": every,
+        "warmup_batches": warmup,
         "rows": rows,
         "sustained": sustained,
     }
@@ -120,6 +136,17 @@ def _cell(value: Any, unit: str = " s") -> str:
 
 def _side(label: str) -> str:
     return f", {label}" if label else ""
+
+
+def warmup_line(warmup: int) -> list[str]:
+    """The report's line on the unmeasured batches each run read first (none: no line)."""
+    if not warmup:
+        return []
+    return [
+        f"Each run processed {warmup:,} unmeasured batches first ({warmup * BATCH_S:,} s), then "
+        "its 2 warm-up batches: neither the words/s nor the CPU per 1000 lines count them.",
+        "",
+    ]
 
 
 def exact_report(e: dict[str, Any]) -> list[str]:
@@ -136,6 +163,7 @@ def exact_report(e: dict[str, Any]) -> list[str]:
         "checkpoint interval with the batches that write the snapshot and the checkpoint, "
         f"divided by their processing time; median of {runs} runs, interleaved):",
         "",
+        *warmup_line(e.get("warmup_batches", 0)),
         "| | words/s | ratio to the baseline | how |",
         "|---|---|---|---|",
         f"| baseline: one kafka-python consumer + `Counter` | {e['baseline_words_per_s']:,} | "
