@@ -16,11 +16,24 @@ log = logging.getLogger(__name__)
 
 
 def silence_spark_log(sc: SparkContext) -> None:
-    """Turn the driver JVM's log off (its root level); the app's own log is Python's."""
+    """Turn the driver JVM's log off (its root level); the app's own log is Python's.
+
+    And PySpark's accumulator server's: the stop that follows ends the JVM, whose
+    connection to that server may be reset, and the server's thread would print the
+    reset as a traceback on stderr, after the run's one line (seen on a give-up).
+    """
     try:
         sc.setLogLevel("OFF")
     except Exception:  # a stopped context: nothing is left to log
         log.debug("could not turn Spark's log off", exc_info=True)
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = _connection_lost
+
+
+def _connection_lost(request: object, client_address: object) -> None:
+    """socketserver's handle_error, in debug: the run is ending on an error anyway."""
+    log.debug("accumulator connection from %s ended", client_address, exc_info=True)
 
 
 @contextmanager
