@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, islice
+from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming_app.state.buckets import added_of, bucket_items, rank, top
@@ -48,26 +48,43 @@ def _sum(add: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else add(a, b)
 
 
+# What the digest reads of a bucket: its count of changed totals, top keys, count of keys,
+# sum of totals and what the batch added.
+Figures = tuple[int, list[tuple[str, Any]] | None, int, Any, Any]
+
+
+def _figures(bucket: Any) -> Figures:
+    changed = len(bucket.changed) if bucket.changed else 0
+    return changed, bucket.top, bucket.keys, bucket.total, added_of(bucket)
+
+
 def _partition_digest(
     add: Callable[[Any, Any], Any], changes: bool, records: Iterable[tuple[int, Any]]
 ) -> Iterator[tuple[int | None, list[tuple[str, Any]], int, Any, Any]]:
-    """Executor side: one partition's buckets summed into one digest record, its top keys
-    the partition's top (each bucket keeps its top `top_n`; a bucket whose top is shorter
-    than its keys was cut at `top_n`, so the partition's top is as long)."""
+    """Executor side: one partition's buckets summed into one digest record."""
+    yield _summed(add, changes, (_figures(bucket) for _, bucket in records))
+
+
+def _summed(
+    add: Callable[[Any, Any], Any], changes: bool, buckets: Iterable[Figures]
+) -> tuple[int | None, list[tuple[str, Any]], int, Any, Any]:
+    """The buckets' figures summed, the top keys the partition's top (each bucket keeps its
+    top `top_n`; a bucket whose top is shorter than its keys was cut at `top_n`, so the
+    partition's top is as long)."""
     changed: int | None = 0 if changes else None
     tops: list[tuple[str, Any]] = []
     keys, total, added, cut = 0, None, None, 0
-    for _, bucket in records:
-        if changed is not None and bucket.changed:
-            changed += len(bucket.changed)
-        if bucket.top:
-            tops.extend(bucket.top)
-            if len(bucket.top) < bucket.keys:
-                cut = len(bucket.top)
-        keys += bucket.keys
-        total = _sum(add, total, bucket.total)
-        added = _sum(add, added, added_of(bucket))
-    yield changed, top(tops, cut) if cut else tops, keys, total, added
+    for bucket_changed, bucket_top, bucket_keys, bucket_total, bucket_added in buckets:
+        if changed is not None:
+            changed += bucket_changed
+        if bucket_top:
+            tops.extend(bucket_top)
+            if len(bucket_top) < bucket_keys:
+                cut = len(bucket_top)
+        keys += bucket_keys
+        total = _sum(add, total, bucket_total)
+        added = _sum(add, added, bucket_added)
+    return changed, top(tops, cut) if cut else tops, keys, total, added
 
 
 def _write_and_digest(
@@ -78,11 +95,18 @@ def _write_and_digest(
     index: int,
     records: Iterable[tuple[int, Any]],
 ) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """Executor side: one partition's lines written by `write`, and its digest record."""
-    kept = list(records)  # the partition's bucket records, packed: a few per partition
-    written = sum(write(index, chain.from_iterable(map(lines_of, kept))))
-    (digest,) = _partition_digest(add, changes, kept)
-    yield written, digest
+    """Executor side: one partition's lines written by `write`, and its digest record.
+
+    Each bucket goes on once its lines are written; only its figures are kept."""
+    kept: list[Figures] = []
+
+    def lines() -> Iterator[str]:
+        for record in records:
+            kept.append(_figures(record[1]))
+            yield from lines_of(record)
+
+    written = sum(write(index, lines()))
+    yield written, _summed(add, changes, kept)
 
 
 def _which(rdd: RDD[Any]) -> tuple[str, int]:
