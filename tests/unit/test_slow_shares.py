@@ -37,26 +37,20 @@ def test_a_wrong_share_is_refused_with_the_form_it_takes(text: str) -> None:
         slow_shares.parse_share(text)
 
 
-def test_the_option_marks_exactly_the_share_it_names() -> None:
-    """--slow-share K/N through pytest itself: -m ci_share collects that share's tests."""
+def test_the_option_marks_exactly_the_share_it_names_and_runs_it_first() -> None:
+    """--slow-share K/N through pytest itself: `-m 'not slow or ci_share'` (CI's) collects
+    that share's slow tests and no other, first and longest first (a share's long test
+    started last would run alone at the end of CI's two processes)."""
     ids = sorted(ledger.collected("slow"))
     shares = slow_shares.assign(ids)
     ids = [node_id for node_id in ids if node_id in shares]  # not those NOT_ROTATED
-    k = shares[ids[0]]
-    marked = ledger.collected_with(["--slow-share", f"{k}/{slow_shares.SHARES}"], "ci_share")
-    assert marked == {node_id for node_id in ids if shares[node_id] == k}
-
-
-def test_the_shares_tests_run_first_longest_first() -> None:
-    """A share's long test started last would run alone at the end of CI's two processes."""
-    ids = sorted(ledger.collected("slow"))
-    shares = slow_shares.assign(ids)
     k = max(range(slow_shares.SHARES), key=lambda s: sum(1 for v in shares.values() if v == s))
-    share = [node_id for node_id in ids if shares.get(node_id) == k]
+    share = {node_id for node_id in ids if shares[node_id] == k}
     order = ledger.collected_in_order(
         ["--slow-share", f"{k}/{slow_shares.SHARES}"], "not slow or ci_share"
     )
+    assert {node_id for node_id in order if node_id in shares} == share
     assert len(order) > len(share) > 1
-    assert set(order[: len(share)]) == set(share)
+    assert set(order[: len(share)]) == share
     seconds = [slow_shares.seconds_of(node_id) for node_id in order[: len(share)]]
     assert seconds == sorted(seconds, reverse=True)
