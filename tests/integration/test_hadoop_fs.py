@@ -4,6 +4,7 @@ one by one; how the JVM decodes other names is the locale's, test_files_moved_in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,23 @@ NAMES = [
 ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[None]:
+    """PySpark's JVM gateway for these tests; one that they launched is ended after them,
+    its JVM with it (a gateway another test of the process made is left to it)."""
+    from pyspark import SparkContext
+
+    before = SparkContext._gateway
+    yield
+    launched = SparkContext._gateway
+    if before is None and launched is not None:
+        launched.shutdown()
+        launched.proc.kill()
+        assert launched.proc.wait(timeout=30) is not None
+        SparkContext._gateway = SparkContext._jvm = None
+
+
+@pytest.mark.usefixtures("gateway")
 @pytest.mark.parametrize("comma", [False, True])
 def test_list_names_gives_hadoops_own_names_of_every_entry(tmp_path: Path, comma: bool) -> None:
     names = [*NAMES, "a,b"] if comma else NAMES
