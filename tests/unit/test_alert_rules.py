@@ -74,6 +74,7 @@ def promtool() -> str:
     [
         ("check", "rules", "alerts.yml"),
         ("test", "rules", "alerts_test.yml"),
+        ("test", "rules", "alerts_minute_test.yml"),
         ("check", "config", "prometheus.yml"),
     ],
 )
