@@ -313,8 +313,9 @@ def test_a_cut_during_a_commit_that_never_commits_is_written_again(scene: Scene)
     ("dsn_options", "notice"),
     [
         pytest.param(FAST_FAILURE, (3, 15), id="short-timeouts"),
-        # What docs/operations.md says: about 60 s with the sink's own defaults.
-        pytest.param({}, (50, 80), id="sink-defaults", marks=pytest.mark.slow),
+        # What docs/operations.md says: about 60 s with the sink's own defaults, up to
+        # about 80 s when the cut also fails the app host's ARP entry, as it does here.
+        pytest.param({}, (50, 90), id="sink-defaults", marks=pytest.mark.slow),
     ],
 )
 def test_a_cut_between_commits_is_retried_and_exact(
