@@ -32,9 +32,6 @@ before its usual 2 warm-up batches (how the app does once its JIT has settled), 
 
 from __future__ import annotations
 
-import argparse
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,13 +40,12 @@ from typing import Any
 from bench.harness.app import BATCH_S
 from bench.harness.corpus import WORDS_PER_LINE, baseline_seconds, broker, load_topic
 from bench.harness.rates import interleaved, runner
-from bench.harness.results import make_workdir, median, write_json
-from bench.run import FULL, SMOKE, cost_plan
+from bench.harness.results import median, write_json
+from bench.run import cost_plan
 from bench.state.state_cost import cost_vs_state_report, million_report, state_cost
 from bench.state.state_size import key_topic
 from bench.throughput.exact import exact_report, exact_throughput
 from bench.throughput.throughput import SUSTAINED_RUN_BATCHES, size_keeps_up, sustained_lines
-from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,37 +176,6 @@ def cpu_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def env_side(spec: str) -> tuple[str, dict[str, str]]:
-    """An --env-side's label and environment, from `LABEL:VAR=VALUE[,VAR=VALUE...]`.
-
-    The label ends at the first colon; a value may hold `=` but not a comma.
-    """
-    label, colon, assignments = spec.partition(":")
-    if not colon or not label.strip():
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected LABEL:VAR=VALUE[,VAR=VALUE...]")
-    env: dict[str, str] = {}
-    for assignment in assignments.split(","):
-        name, equals, value = assignment.partition("=")
-        if not equals or not ENV_NAME.fullmatch(name):
-            raise argparse.ArgumentTypeError(
-                f"{spec!r}: {assignment!r} is not VAR=VALUE with VAR a variable's name"
-            )
-        if name in env:
-            raise argparse.ArgumentTypeError(f"{spec!r}: {name} is set twice")
-        env[name] = value
-    return label.strip(), env
-
-
-def warmup_batches(text: str) -> int:
-    """--warmup-batches: a whole number of batches, 0 or more."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of batches, 0 or more")
-    return int(text)
-
-
 def compare_exact(
     workdir: Path,
     rev: str,
@@ -250,95 +215,3 @@ def compare_exact(
             lines += ["", *million_report(cost)] if "million" in names else []
     write_json(workdir / "compare.json", found)
     return lines
-
-
-def main() -> None:
-    """Compare and print."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("rev", help="the git revision to compare this checkout with")
-    parser.add_argument(
-        "--sizes",
-        help="lines per batch, commas [20000,140000; --exact: bench/throughput/exact.py's]",
-    )
-    parser.add_argument("--keys", type=int, help="compare on a state of this many keys")
-    parser.add_argument(
-        "--exact",
-        action="store_true",
-        help="the throughput in the exact configuration (bench/throughput/exact.py)",
-    )
-    parser.add_argument(
-        "--cost-vs-state",
-        nargs="?",
-        metavar="KEYS,...",
-        const="default",
-        help="the cost against the state size (bench/state/state_cost.py) [10000,100000,1000000]",
-    )
-    parser.add_argument(
-        "--million", action="store_true", help="1M keys, snapshots on and off (state_cost.py)"
-    )
-    parser.add_argument(
-        "--no-console",
-        action="store_true",
-        help="with --exact: no run of the console sink alone beside the exact configuration",
-    )
-    parser.add_argument(
-        "--warmup-batches",
-        type=warmup_batches,
-        default=0,
-        metavar="N",
-        help="with --exact: every run first reads N batches that are not measured [0]",
-    )
-    parser.add_argument(
-        "--env-side",
-        type=env_side,
-        action="append",
-        default=[],
-        metavar="LABEL:VAR=VALUE[,VAR=VALUE...]",
-        help="with --exact: a side more, this checkout with that environment (repeatable)",
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny sizes (with --exact, --cost-vs-state, --million): checks the harness",
-    )
-    parser.add_argument("--workdir", type=Path)
-    options = parser.parse_args()
-    exact_only = [("--warmup-batches", options.warmup_batches), ("--env-side", options.env_side)]
-    for option, given in exact_only:
-        if given and not options.exact:
-            parser.error(f"{option}: only with --exact")
-    labels = [f"before ({options.rev})", "after", *(label for label, _ in options.env_side)]
-    for label in labels:
-        if labels.count(label) > 1:
-            parser.error(f"argument --env-side: the label {label!r} names two sides")
-    # Both sides start their JVMs without the class archive: a revision before it has none.
-    os.environ[ARCHIVE_ENV] = "0"
-    workdir = make_workdir(options.workdir, "streaming-app-compare-")
-    if options.exact or options.cost_vs_state or options.million:
-        told = dict(SMOKE if options.smoke else FULL)
-        if options.sizes:
-            told["exact_sizes"] = tuple(int(s) for s in options.sizes.split(","))
-        if options.cost_vs_state and options.cost_vs_state != "default":
-            told["state_keys"] = tuple(int(k) for k in options.cost_vs_state.split(","))
-        names = [
-            name
-            for name, wanted in (
-                ("exact", options.exact),
-                ("cost-vs-state", options.cost_vs_state),
-                ("million", options.million),
-            )
-            if wanted
-        ]
-        report = compare_exact(
-            workdir, options.rev, names, told, options.rounds, not options.no_console,
-            options.warmup_batches, tuple(options.env_side),
-        )  # fmt: skip
-        print("\n".join(report))
-    elif options.keys:
-        found = compare_keys(workdir, options.rev, options.keys, options.rounds)
-        print(keys_table(options.rev, options.keys, found))
-    else:
-        sizes = [int(s) for s in (options.sizes or "20000,140000").split(",")]
-        print(table(options.rev, compare(workdir, options.rev, sizes, options.rounds)))
-    print(f"\n(logs and metrics in {workdir})", file=sys.stderr)

@@ -51,7 +51,7 @@ from bench.throughput.throughput import BATCH_SIZES, OPTIMIZATIONS, throughput, 
 # The benchmarks run alone, each with options of its own: command -> module (its main()).
 COMMANDS = {
     "checkpoint": "bench.throughput.checkpoint",
-    "compare": "bench.compare",
+    "compare": "bench.compare_cli",
     "driver-cost": "bench.costs.driver_cost",
     "engines": "bench.peers.engines",
     "lag": "bench.costs.lag_read",

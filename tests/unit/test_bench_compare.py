@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 import bench.compare as compare
+import bench.compare_cli as compare_cli
 import bench.harness.rates as rates
 import bench.throughput.exact as exact
 from bench.harness.periodic import kinds
 from bench.harness.rates import steady_batches
+from bench.run import SMOKE
 from bench.throughput.exact import exact_report, exact_throughput, run_lines
 from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
 from streaming_app.common.metrics_record import BatchMetrics
@@ -137,10 +139,10 @@ def test_without_a_warm_up_the_runs_are_as_they_were(
 
 
 def test_an_env_side_is_a_label_and_its_variables() -> None:
-    assert compare.env_side("Java's default JIT:STREAMING_APP_JVM_C1=0") == (
+    assert compare_cli.env_side("Java's default JIT:STREAMING_APP_JVM_C1=0") == (
         "Java's default JIT", {"STREAMING_APP_JVM_C1": "0"}
     )  # fmt: skip
-    assert compare.env_side("c1:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1,A_B=") == (
+    assert compare_cli.env_side("c1:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1,A_B=") == (
         "c1", {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1", "A_B": ""}
     )  # fmt: skip
     for bad in (
@@ -153,7 +155,7 @@ def test_an_env_side_is_a_label_and_its_variables() -> None:
         "x:A=1,A=2",
     ):
         with pytest.raises(argparse.ArgumentTypeError):
-            compare.env_side(bad)
+            compare_cli.env_side(bad)
 
 
 @contextlib.contextmanager
@@ -174,7 +176,7 @@ def test_the_env_sides_and_the_warm_up_reach_the_exact_runs_only(
     monkeypatch.setattr(compare, "cpu_table", lambda rows: [])
     monkeypatch.setattr(compare, "state_cost", lambda *a, **k: told.update(cost=k) or {})
     monkeypatch.setattr(compare, "million_report", lambda c: [])
-    sizes = dict(compare.SMOKE)
+    sizes = dict(SMOKE)
     env = {"STREAMING_APP_JVM_C1": "0"}
     compare.compare_exact(
         tmp_path, "abc", ["exact", "million"], sizes, 1, False, 4, (("jit", env),)
@@ -192,11 +194,11 @@ def _main(
     """compare's main with these arguments: its exit code, its stderr, what it ran."""
     ran: dict[str, Any] = {}
     monkeypatch.setenv(ARCHIVE_ENV, "1")  # main sets it: restored after the test
-    monkeypatch.setattr(compare, "compare_exact", lambda *a: ran.update(args=a) or [])
+    monkeypatch.setattr(compare_cli, "compare_exact", lambda *a: ran.update(args=a) or [])
     monkeypatch.setattr(sys, "argv", ["run.py compare", "abc", "--workdir", str(tmp_path), *args])
     code: int | str | None = 0
     try:
-        compare.main()
+        compare_cli.main()
     except SystemExit as exit:
         code = exit.code
     return code, capsys.readouterr().err, ran
