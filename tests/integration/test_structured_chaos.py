@@ -62,7 +62,7 @@ def structured_chaos(
     assert in_topic == sorted(sent)
     expected = truth(sent)
     # The capped app catches up on what was produced while it was down at about 150 lines
-    # a second: many kills leave a backlog of many minutes (27 kills: about 30,000 lines).
+    # a second: many kills leave a backlog of minutes (27 kills: about 30,000 lines).
     wait_for_totals(dirs["output"], expected, app, timeout=240 + len(sent) / 150)
     wait_all_done(app, logged_batches(checkpoint))  # a double count would show now
     wait_for_totals(dirs["output"], expected, app, timeout=5)
@@ -80,13 +80,17 @@ def structured_chaos(
 def test_kill_9_four_times_while_producing_exact_totals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
 ) -> None:
-    # Each way a kill lands once, after a logged plan twice (CI's time: 27 kills are slow).
+    # Each way a kill lands once, after a logged plan twice.
     structured_chaos(dirs, start_app, kafka_bootstrap, kills=4, seed=2027)
 
 
+# 27 kills in three runs of nine (three of each way a kill lands in each), each in a share
+# of CI's rotation of its own (tests/slow_shares.py): one run of 27 took 16 minutes, which
+# made its share's CI run 52 minutes.
 @pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_kill_9_twenty_five_times_while_producing_exact_totals(
-    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", [8, 9, 10])
+def test_kill_9_nine_times_while_producing_exact_totals(
+    dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, seed: int
 ) -> None:
-    structured_chaos(dirs, start_app, kafka_bootstrap, kills=27, seed=8)
+    structured_chaos(dirs, start_app, kafka_bootstrap, kills=9, seed=seed)
