@@ -176,6 +176,11 @@ def cpu_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def side_labels(rev: str) -> tuple[str, str]:
+    """The labels of compare_exact's two sides: REV's code and this checkout's."""
+    return f"before ({rev})", "after"
+
+
 def compare_exact(
     workdir: Path,
     rev: str,
@@ -192,7 +197,8 @@ def compare_exact(
     run reads `warmup` unmeasured batches first, and each of `env_sides` (a label, more
     environment) is a side more, this checkout's code with that environment."""
     code = export(rev, workdir / "rev")
-    sides = ((f"before ({rev})", code), ("after", None))
+    before, after = side_labels(rev)
+    sides = ((before, code), (after, None))
     exact_sides = (*sides, *((label, None, env) for label, env in env_sides))
     plan = cost_plan(names, sizes)
     found: dict[str, Any] = {}

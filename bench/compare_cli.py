@@ -21,6 +21,7 @@ from bench.compare import (
     compare_exact,
     compare_keys,
     keys_table,
+    side_labels,
     table,
 )
 from bench.harness.results import make_workdir
@@ -114,7 +115,7 @@ def main() -> None:
     for option, given in exact_only:
         if given and not options.exact:
             parser.error(f"{option}: only with --exact")
-    labels = [f"before ({options.rev})", "after", *(label for label, _ in options.env_side)]
+    labels = [*side_labels(options.rev), *(label for label, _ in options.env_side)]
     for label in labels:
         if labels.count(label) > 1:
             parser.error(f"argument --env-side: the label {label!r} names two sides")
