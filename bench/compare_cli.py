@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -24,32 +23,10 @@ from bench.compare import (
     side_labels,
     table,
 )
+from bench.harness.env_side import env_side
 from bench.harness.results import make_workdir
 from bench.run import FULL, SMOKE
 from streaming_app.common.jvm_archive import ENV as ARCHIVE_ENV
-
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def env_side(spec: str) -> tuple[str, dict[str, str]]:
-    """An --env-side's label and environment, from `LABEL:VAR=VALUE[,VAR=VALUE...]`.
-
-    The label ends at the first colon; a value may hold `=` but not a comma.
-    """
-    label, colon, assignments = spec.partition(":")
-    if not colon or not label.strip():
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected LABEL:VAR=VALUE[,VAR=VALUE...]")
-    env: dict[str, str] = {}
-    for assignment in assignments.split(","):
-        name, equals, value = assignment.partition("=")
-        if not equals or not ENV_NAME.fullmatch(name):
-            raise argparse.ArgumentTypeError(
-                f"{spec!r}: {assignment!r} is not VAR=VALUE with VAR a variable's name"
-            )
-        if name in env:
-            raise argparse.ArgumentTypeError(f"{spec!r}: {name} is set twice")
-        env[name] = value
-    return label.strip(), env
 
 
 def warmup_batches(text: str) -> int:

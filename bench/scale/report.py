@@ -268,7 +268,34 @@ def report(results: dict[str, Any]) -> list[str]:
         f"{results.get('plain_lines', results['lines']):,} lines; {results['runs']} round(s) "
         "a sink, interleaved and rotated.",
     ]
+    side = results.get("env_side")
     for sink in results["sinks"]:
-        lines += ["", *sink_report(sink, results[sink], results["batch_lines"],
+        found = results[sink]
+        lines += ["", *sink_report(sink, found, results["batch_lines"],
                                    results["partitions"])]  # fmt: skip
+        if side:
+            label, env = side
+            lines += ["", *side_report(sink, found, label, env, results["batch_lines"],
+                                       results["partitions"])]  # fmt: skip
     return lines
+
+
+def side_report(
+    sink: str, found: dict[str, list[dict[str, Any]]], label: str, env: dict[str, str],
+    batch_lines: int, partitions: int,
+) -> list[str]:  # fmt: skip
+    """An --env-side's tables (its app runs against the same plain Python runs), after a
+    line comparing its rates and gain with the app's own."""
+    mine = {**found, **{k: found[f"{k}@{label}"] for k in ("app-1", "app-2")}}
+    base, other = gains(found), gains(mine)
+    setting = ", ".join(f"`{k}={v}`" for k, v in env.items())
+    return [
+        f"**{label}** ({setting} added to the driver's environment), in the same rounds: "
+        f"1 worker {_n(other['app'][0])} words/s (x{other['app'][0] / base['app'][0]:.2f} "
+        f"the app's), 2 workers {_n(other['app'][1])} "
+        f"(x{other['app'][1] / base['app'][1]:.2f}); gain x{other['app_gain']:.2f} against "
+        f"x{base['app_gain']:.2f}, {other['relative']:.2f} of plain Python's against "
+        f"{base['relative']:.2f}.",
+        "",
+        *sink_report(f"{sink}, {label}", mine, batch_lines, partitions),
+    ]

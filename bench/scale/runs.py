@@ -86,9 +86,10 @@ def sink_args(scene: Scene, run_dir: Path, sink: str) -> list[str]:
 
 def app_run(
     scene: Scene, name: str, topic: str, lines: int, batch_lines: int, partitions: int,
-    workers: int, sink: str,
+    workers: int, sink: str, env: dict[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The app on `workers` workers reading the topic's `lines` lines; its figures."""
+    """The app on `workers` workers reading the topic's `lines` lines, `env` added to its
+    driver's environment; its figures."""
     run_dir = scene.workdir / name
     events = run_dir / "events"
     events.mkdir(parents=True)
@@ -101,8 +102,9 @@ def app_run(
     ]  # fmt: skip
     sampler = CpuSampler(scene.namespaces())
     app = SubmittedApp(
-        submit_args(scene, workers, events), run_args, run_dir, "submit", on=scene.hosts["driver"]
-    )
+        submit_args(scene, workers, events), run_args, run_dir, "submit",
+        on=scene.hosts["driver"], env=env,
+    )  # fmt: skip
     try:
         poll_until(
             lambda: read_metrics(metrics)[0] if metrics.exists() else [],

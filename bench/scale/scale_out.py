@@ -5,6 +5,7 @@ plain Python in two processes against one on the same cores.
                                   [--batch-lines 120000] [--plain-lines 600000]
                                   [--partitions 2]
                                   [--sinks files,postgres] [--workdir DIR]
+                                  [--env-side LABEL:VAR=VALUE[,VAR=VALUE...]]
 
 Six hosts of their own (network namespaces; bench/scale/scene.py): the master, two workers
 of one core each, the driver (scripts/submit.sh, client mode), the broker (tansu) and
@@ -16,7 +17,10 @@ processing, every process's CPU seconds over the steady window (from /proc), and
 app's batch timeline from Spark's event log (bench/scale/runs.py). The gain of 2 over 1
 for the app and for plain Python, the app's gain against plain Python's (target: within
 0.85 of it), and a projection for more cores from the CPU a word of each process class
-(bench/scale/report.py). Needs root (namespaces) and PostgreSQL's server binaries.
+(bench/scale/report.py). --env-side adds the app's two runs again, with that environment
+added to the driver's (scripts/submit.sh's: `STREAMING_APP_JVM_C1=0`, say), in the same
+rounds: a change measured side by side, each side's gain against the same plain Python
+runs. Needs root (namespaces) and PostgreSQL's server binaries.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.harness.env_side import env_side
 from bench.harness.results import machine, make_workdir, write_json
 from bench.scale.report import report
 from bench.scale.runs import app_run, plain_run
@@ -47,20 +52,27 @@ SMOKE = {"lines": 8 * 2_000, "batch_lines": 2_000, "runs": 1, "plain_lines": 8 *
 
 def run_one(
     hosts: Scene, kind: str, n: int, sink: str, topic: str, lines: int, batch_lines: int,
-    partitions: int, plain_lines: int, name: str,
+    partitions: int, plain_lines: int, env: dict[str, str] | None, name: str,
 ) -> dict[str, Any]:  # fmt: skip
-    """One run: the app on `n` workers with `sink`, or plain Python in `n` processes."""
+    """One run: the app on `n` workers with `sink` (`env` added to its driver's
+    environment), or plain Python in `n` processes."""
     if kind == "app":
-        return app_run(hosts, name, topic, lines, batch_lines, partitions, n, sink)
+        return app_run(hosts, name, topic, lines, batch_lines, partitions, n, sink, env)
     return plain_run(hosts, topic, plain_lines, partitions, n)
+
+
+def side_key(key: str, label: str) -> str:
+    """The key of an --env-side's run: `app-2@LABEL`."""
+    return f"{key}@{label}"
 
 
 def measure(
     workdir: Path, sinks: list[str], runs: int, lines: int, batch_lines: int, partitions: int,
-    plain_lines: int,
+    plain_lines: int, side: tuple[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Every sink's four runs (app on 1 and 2 workers, plain in 1 and 2 processes), `runs`
-    rounds each, rotated; every run's figures, by sink and name."""
+    """Every sink's four runs (app on 1 and 2 workers, plain in 1 and 2 processes), and the
+    app's two again with `side`'s environment if given, `runs` rounds each, rotated; every
+    run's figures, by sink and name."""
     found: dict[str, Any] = {}
     with scene(workdir) as hosts:
         topic = f"scale-{uuid.uuid4().hex[:8]}"
@@ -70,15 +82,22 @@ def measure(
         for sink in sinks:
             plan = {
                 f"{kind}-{n}": partial(run_one, hosts, kind, n, sink, topic, lines,
-                                       batch_lines, partitions, plain_lines)
+                                       batch_lines, partitions, plain_lines, None)
                 for kind in ("app", "plain") for n in (1, 2)
             }  # fmt: skip
+            if side is not None:
+                for n in (1, 2):
+                    plan[side_key(f"app-{n}", side[0])] = partial(
+                        run_one, hosts, "app", n, sink, topic, lines, batch_lines,
+                        partitions, plain_lines, side[1],
+                    )  # fmt: skip
             runs_of: dict[str, list[dict[str, Any]]] = {key: [] for key in plan}
             keys = list(plan)
             for number in range(runs):
                 shift = number % len(keys)
                 for key in keys[shift:] + keys[:shift]:
-                    runs_of[key].append(plan[key](f"{sink}-{key}-r{number + 1}"))
+                    name = f"{sink}-{key}-r{number + 1}".replace("@", "-")
+                    runs_of[key].append(plan[key](name))
             found[sink] = runs_of
     return found
 
@@ -93,6 +112,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=2, help="Kafka partitions [2]")
     parser.add_argument("--sinks", default=",".join(SINKS), help="[files,postgres]")
     parser.add_argument("--workdir", type=Path, help="keep logs, event logs and results here")
+    parser.add_argument(
+        "--env-side", type=env_side, metavar="LABEL:VAR=VALUE[,VAR=VALUE...]",
+        help="the app's runs again with this added to the driver's environment",
+    )  # fmt: skip
     options = parser.parse_args()
     sizes = SMOKE if options.smoke else {
         "lines": LINES, "batch_lines": BATCH_LINES, "runs": 3, "plain_lines": PLAIN_LINES,
@@ -111,7 +134,9 @@ def main() -> None:
         "machine": machine(),
         "runs": runs, "lines": lines, "batch_lines": batch_lines,
         "partitions": options.partitions, "sinks": sinks, "plain_lines": plain_lines,
-        **measure(workdir, sinks, runs, lines, batch_lines, options.partitions, plain_lines),
+        "env_side": list(options.env_side) if options.env_side else None,
+        **measure(workdir, sinks, runs, lines, batch_lines, options.partitions, plain_lines,
+                  options.env_side),
     }  # fmt: skip
     write_json(workdir / "scale_out.json", results)
     print("\n".join(report(results)))

@@ -15,6 +15,7 @@ import bench.compare as compare
 import bench.compare_cli as compare_cli
 import bench.harness.rates as rates
 import bench.throughput.exact as exact
+from bench.harness.env_side import env_side
 from bench.harness.periodic import kinds
 from bench.harness.rates import steady_batches
 from bench.run import SMOKE
@@ -139,10 +140,10 @@ def test_without_a_warm_up_the_runs_are_as_they_were(
 
 
 def test_an_env_side_is_a_label_and_its_variables() -> None:
-    assert compare_cli.env_side("Java's default JIT:STREAMING_APP_JVM_C1=0") == (
+    assert env_side("Java's default JIT:STREAMING_APP_JVM_C1=0") == (
         "Java's default JIT", {"STREAMING_APP_JVM_C1": "0"}
     )  # fmt: skip
-    assert compare_cli.env_side("c1:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1,A_B=") == (
+    assert env_side("c1:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1,A_B=") == (
         "c1", {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1", "A_B": ""}
     )  # fmt: skip
     for bad in (
@@ -155,7 +156,7 @@ def test_an_env_side_is_a_label_and_its_variables() -> None:
         "x:A=1,A=2",
     ):
         with pytest.raises(argparse.ArgumentTypeError):
-            compare_cli.env_side(bad)
+            env_side(bad)
 
 
 @contextlib.contextmanager

@@ -226,3 +226,23 @@ def test_the_report_names_the_gains_and_the_target() -> None:
     assert "x1.12" in text and "x2.00" in text
     assert "**0.56** (target ≥ 0.85: not met)" in text
     assert "bounded by **the machine's cores**" in text
+
+
+def test_an_env_side_is_reported_against_the_same_plain_runs() -> None:
+    found = _found()
+    app_us = {"executor JVM": 1.0, "Python workers": 2.0, "driver Python": 0.1}
+    found["app-1@C2"] = [_run(500_000, app_us, 0.8)]
+    found["app-2@C2"] = [_run(800_000, app_us, 0.95)]
+    results = {
+        "date": "2026-11-30", "runs": 1, "lines": 10, "batch_lines": 60_000, "partitions": 2,
+        "sinks": ["files"], "files": found, "env_side": ["C2", {"STREAMING_APP_JVM_C1": "0"}],
+        "machine": {"cpu": "X, 2 cores", "python": "3", "pyspark": "4", "java": "j"},
+    }  # fmt: skip
+    text = "\n".join(report(results))
+    # The app's own: x1.12, 0.56 of plain's x2.00; the side's: 500k → 800k, x1.60, 0.80.
+    assert "**0.56** (target ≥ 0.85: not met)" in text
+    assert "### Sink: files, C2" in text
+    assert "`STREAMING_APP_JVM_C1=0` added to the driver's environment" in text
+    assert "1 worker 500,000 words/s (x1.25 the app's), 2 workers 800,000 (x1.78)" in text
+    assert "gain x1.60 against x1.12, 0.80 of plain Python's against 0.56" in text
+    assert "**0.80** (target ≥ 0.85: not met)" in text
