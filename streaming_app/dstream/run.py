@@ -82,7 +82,12 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
     if "postgres" in config.sinks:
         from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
 
-        configure_postgres(config.postgres_dsn, stop.event, config.postgres_give_up_after)
+        configure_postgres(
+            config.postgres_dsn,
+            stop.event,
+            config.postgres_give_up_after,
+            config.postgres_fillfactor,
+        )
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it

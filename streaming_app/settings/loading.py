@@ -116,6 +116,11 @@ def _validate(
         errors.append(f"{where('port')}: must be between 1 and 65535, got {config.port}")
     if config.state_buckets < 0:
         errors.append(f"{where('state_buckets')}: must be 0 or more, got {config.state_buckets}")
+    if not 10 <= config.postgres_fillfactor <= 100:
+        errors.append(
+            f"{where('postgres_fillfactor')}: must be between 10 and 100 (per cent), got "
+            f"{config.postgres_fillfactor}"
+        )
     if config.top_n < 1:
         errors.append(f"{where('top_n')}: must be at least 1, got {config.top_n}")
     if config.output_keep < 1:

@@ -33,6 +33,12 @@ def validate_table_name(name: str) -> str:
     return name
 
 
+# The totals table's fillfactor (per cent of each page filled by inserts) when the postgres
+# sink creates it: a batch updates most of its rows, and an update that finds room on its
+# row's page is a heap-only tuple (HOT), which touches no index (docs/postgres.md).
+DEFAULT_FILLFACTOR = 50
+
+
 # Starting points of a stream that has no offset log yet.
 STARTING_POLICIES = ("earliest", "latest", "committed")
 

@@ -27,6 +27,7 @@ from streaming_app.settings.parsers import (
     parse_table_name,
 )
 from streaming_app.settings.rules import (
+    DEFAULT_FILLFACTOR,
     DEFAULT_TOKEN_PATTERN,
     ENGINES,
     INCOMPATIBLE_POLICIES,
@@ -277,6 +278,13 @@ class AppConfig:
         600.0,
         "seconds the postgres sink retries an unreachable server before the run ends "
         "with exit 1 (empty: until stopped)",
+    )
+    postgres_fillfactor: int = _setting(
+        "postgres",
+        parse_int,
+        DEFAULT_FILLFACTOR,
+        "fillfactor of a totals table the postgres sink creates (10-100): room on each page "
+        "for a batch's updates, which then touch no index",
     )
     spark_secret_file: str | None = _setting(
         "security",

@@ -101,7 +101,12 @@ def _run(config: AppConfig) -> int:
         from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
 
         # The DStream sink's writer, with today's DSN: in this process's memory only.
-        configure_postgres(config.postgres_dsn, stop.event, config.postgres_give_up_after)
+        configure_postgres(
+            config.postgres_dsn,
+            stop.event,
+            config.postgres_give_up_after,
+            config.postgres_fillfactor,
+        )
         # Before Spark starts: a table that does not suit the job ends the run in one line.
         check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
     say_default_checkpoint(config)

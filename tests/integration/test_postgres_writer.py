@@ -127,6 +127,48 @@ def test_concurrent_schema_creation(pg_dsn: str, pg_table: str) -> None:
     assert exists(pg_dsn, pg_table)
 
 
+def pages_kept(dsn: str, table: str, fillfactor: int | None) -> tuple[str, float]:
+    """Create `table` (at `fillfactor`, or the default), write 600 words, update every one,
+    and return the table's storage options and the share of words whose new version is on
+    its old page: a heap-only (HOT) update, which touches no index, needs room there."""
+    options = {} if fillfactor is None else {"fillfactor": fillfactor}
+    words = [f"w{i:04d}" for i in range(600)]
+    with PostgresWriter(dsn, table, **options) as writer:
+        writer.write_batch(1000, [(w, 1) for w in words])
+        page = sql.SQL("SELECT word, (ctid::text::point)[0] FROM {}").format(sql.Identifier(table))
+        with psycopg.connect(dsn) as conn:
+            before = dict(conn.execute(page).fetchall())
+        writer.write_batch(2000, [(w, 2) for w in words])
+    with psycopg.connect(dsn) as conn:
+        after = dict(conn.execute(page).fetchall())
+        row = conn.execute(
+            "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = %s::regclass",
+            [table],
+        ).fetchone()
+    assert row is not None
+    return row[0] or "", sum(before[w] == after[w] for w in words) / len(words)
+
+
+def test_a_new_totals_table_leaves_room_for_a_batchs_updates(pg_dsn: str, pg_table: str) -> None:
+    """The default fillfactor (50): every word's update stays on its page. The positive
+    control, a table at 100 (PostgreSQL's default, and the sink's before it set one): most
+    words' new versions go to other pages, found by the same probe."""
+    assert pages_kept(pg_dsn, pg_table, None) == ("fillfactor=50", 1.0)
+    full = pg_table + "_full"
+    try:
+        options, kept = pages_kept(pg_dsn, full, 100)
+        assert options == "fillfactor=100"
+        assert kept < 0.5, kept
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}, {}, {}, {}").format(
+                    *(sql.Identifier(full + suffix)
+                      for suffix in ("", "_progress", "_window", "_staging"))
+                )
+            )  # fmt: skip
+
+
 def check_whole_batch(conn: psycopg.Connection[Any], table: str) -> int:
     """Read totals and progress in one REPEATABLE READ snapshot, check they are of one
     batch, and return its number (0 before the first)."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from streaming_app.errors import SinkSetupError
-from streaming_app.settings.rules import STAGING_SUFFIX, WINDOW_SUFFIX
+from streaming_app.settings.rules import DEFAULT_FILLFACTOR, STAGING_SUFFIX, WINDOW_SUFFIX
 
 if TYPE_CHECKING:
     import psycopg
@@ -35,9 +35,16 @@ def create_schema(
     progress: sql.Identifier,
     value_type: sql.SQL,
     staging: sql.Identifier,
+    fillfactor: int = DEFAULT_FILLFACTOR,
 ) -> None:
     """Create the totals, progress and staging tables if missing, then check they suit
     this job.
+
+    The totals table is created with `fillfactor` (per cent of each page its inserts
+    fill): a batch updates most of its rows, and with room on the row's page PostgreSQL
+    makes the new version a heap-only tuple, which touches no index (a batch's merge of
+    85,000 of 100,000 rows about a third faster at 50 than at 100: docs/postgres.md). An
+    existing table keeps its own.
 
     Two processes creating the same table at once can both pass IF NOT EXISTS and collide
     on pg_type; the transaction-scoped advisory lock serialises them. The staging table
@@ -50,8 +57,8 @@ def create_schema(
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY,"
-                " count {} NOT NULL, last_batch_ms bigint NOT NULL)"
-            ).format(totals, value_type)
+                " count {} NOT NULL, last_batch_ms bigint NOT NULL) WITH (fillfactor = {})"
+            ).format(totals, value_type, sql.Literal(int(fillfactor)))
         )
         conn.execute(
             sql.SQL(

@@ -19,7 +19,12 @@ import psycopg
 from psycopg import sql
 
 from streaming_app.common.retry import with_retries
-from streaming_app.settings.rules import STAGING_SUFFIX, WINDOW_SUFFIX, validate_table_name
+from streaming_app.settings.rules import (
+    DEFAULT_FILLFACTOR,
+    STAGING_SUFFIX,
+    WINDOW_SUFFIX,
+    validate_table_name,
+)
 from streaming_app.sinks.postgres.connection import (
     Connection,
     PostgresUnavailableError,
@@ -55,6 +60,7 @@ class PostgresSession:
         connect_timeout: float = 10,
         value_type: str = "bigint",
         give_up_after: float | None = None,
+        fillfactor: int = DEFAULT_FILLFACTOR,
     ) -> None:
         self.table = validate_table_name(table)
         # bigint for word counts; numeric for the keyed-sum job's exact decimal sums.
@@ -65,6 +71,7 @@ class PostgresSession:
         self.server = server_of(self._params)
         self.connect_timeout = connect_timeout
         self.give_up_after = give_up_after
+        self.fillfactor = fillfactor  # of the totals table, if this session creates it
         self._stop = stop if stop is not None else threading.Event()
         self._totals, self._progress = identifiers(table)
         self._window = identifiers(table, WINDOW_SUFFIX)[0]
@@ -179,6 +186,7 @@ class PostgresSession:
                     self._progress,
                     self.value_type,
                     self._staging,
+                    self.fillfactor,
                 )
                 self._schema_ready = True
             return work(self._conn)

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from streaming_app.common.output_errors import app_errors_in_one_line
+from streaming_app.settings.rules import DEFAULT_FILLFACTOR
 from streaming_app.sources.positions import batch_position
 from streaming_app.state.observe import observe_state
 
@@ -56,6 +57,7 @@ class _Runtime:
     dsn: str = ""
     stop: threading.Event = field(default_factory=threading.Event)
     give_up_after: float | None = None
+    fillfactor: int = DEFAULT_FILLFACTOR
     # One writer (one connection) per table and query writing it: see writer_for.
     writers: dict[tuple[str, str], PostgresWriter] = field(default_factory=dict)
 
@@ -66,13 +68,18 @@ WINDOW = "window"  # the one writing `<table>_window`
 
 
 def configure_postgres(
-    dsn: str | None, stop: threading.Event, give_up_after: float | None = None
+    dsn: str | None,
+    stop: threading.Event,
+    give_up_after: float | None = None,
+    fillfactor: int = DEFAULT_FILLFACTOR,
 ) -> None:
     """Give this driver process today's DSN (empty: libpq's PG* environment), stop signal,
-    and how long an unreachable server is retried (None: until stopped)."""
+    how long an unreachable server is retried (None: until stopped) and the fillfactor of
+    a totals table it creates."""
     _RUNTIME.dsn = dsn or ""
     _RUNTIME.stop = stop
     _RUNTIME.give_up_after = give_up_after
+    _RUNTIME.fillfactor = fillfactor
     for writer in _RUNTIME.writers.values():
         writer.close()
     _RUNTIME.writers.clear()
@@ -88,6 +95,7 @@ def _new_writer(table: str, numeric: bool) -> PostgresWriter:
         _RUNTIME.stop,
         value_type=value_type,
         give_up_after=_RUNTIME.give_up_after,
+        fillfactor=_RUNTIME.fillfactor,
     )
 
 

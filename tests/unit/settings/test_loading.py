@@ -540,3 +540,15 @@ def test_the_jit_switch_is_not_a_setting() -> None:
     # STREAMING_APP_JVM_C1=0 (common/jvm_jit.py) is read by the launcher, not a setting:
     # a user who turns C1-only off must not get "unknown setting" (exit 2).
     assert load_config(env={"STREAMING_APP_JVM_C1": "0"}).port == 9999
+
+
+def test_the_postgres_fillfactor_is_a_per_cent_from_10_to_100() -> None:
+    assert load_config(env={}).postgres_fillfactor == 50
+    env = {"STREAMING_APP_POSTGRES_FILLFACTOR": "100"}
+    assert load_config(env=env).postgres_fillfactor == 100
+    for wrong in ("9", "101", "0"):
+        message = config_error(env={"STREAMING_APP_POSTGRES_FILLFACTOR": wrong})
+        assert message == (
+            "environment STREAMING_APP_POSTGRES_FILLFACTOR: must be between 10 and 100 "
+            f"(per cent), got {wrong}"
+        )

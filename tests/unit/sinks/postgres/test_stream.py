@@ -51,3 +51,9 @@ def test_an_unreachable_server_at_start_is_a_warning_and_the_batches_wait(
         caplog.text
     )
     assert "the first batch waits for it" in caplog.text
+
+
+def test_the_configured_fillfactor_reaches_every_writer() -> None:
+    assert stream._new_writer("wc", numeric=False).fillfactor == 50
+    stream.configure_postgres(None, threading.Event(), None, 70)
+    assert stream._new_writer("wc", numeric=True).fillfactor == 70
