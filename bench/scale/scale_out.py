@@ -26,6 +26,7 @@ runs. Needs root (namespaces) and PostgreSQL's server binaries.
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import uuid
 from functools import partial
@@ -96,7 +97,8 @@ def measure(
             for number in range(runs):
                 shift = number % len(keys)
                 for key in keys[shift:] + keys[:shift]:
-                    name = f"{sink}-{key}-r{number + 1}".replace("@", "-")
+                    # A directory name Spark takes as a path (no spaces, quotes, `@`).
+                    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{sink}-{key}-r{number + 1}")
                     runs_of[key].append(plan[key](name))
             found[sink] = runs_of
     return found
