@@ -8,7 +8,7 @@ with it, 0.60 with C1 only, and its first batch came 2 s sooner). CI's two cores
 its time is spent on, so the tests' JVMs stop at C1 (`-XX:TieredStopAtLevel=1`).
 
 Every JVM of the tests: the app itself does the same only for the driver JVM it launches
-on a local master (streaming_app/common/jvm_jit.py), and a JAVA_TOOL_OPTIONS of the
+or scripts/submit.sh launches (streaming_app/common/jvm_jit.py), and a JAVA_TOOL_OPTIONS of the
 caller's own is left as it is (set it, empty or not, to run the tests with Java's
 defaults). Each JVM prints `Picked up JAVA_TOOL_OPTIONS: ...` first,
 on stderr.

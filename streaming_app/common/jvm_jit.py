@@ -1,4 +1,4 @@
-"""The driver JVM's JIT on a local master: C1 only, not minutes of compiling at start.
+"""The driver JVM's JIT: C1 only, not minutes of compiling at start.
 
 In `local[*]` the driver JVM is also the executor: it schedules the tasks, moves the
 Python workers' bytes, shuffles and caches them, and HotSpot compiles its hot methods
@@ -8,12 +8,18 @@ minute: 10 ms of CPU per 1000 lines, more than the Python workers' counting, on 
 the workers need. `-XX:TieredStopAtLevel=1` keeps HotSpot's quick C1 compiler and skips
 the optimizing C2: what the JVM does here is mostly moving bytes, which C1's code does
 about as fast (the side-by-side runs in the notes, after a short and a longer warm-up).
+On a cluster the driver JVM moves no rows at all (the executors read, count and write);
+it plans the batches and schedules their tasks, and C2's compiling was most of its CPU in
+a run's first minutes (docs/benchmarks-scale-out.md), on a host it may share.
 
-Only for a JVM the app launches itself on a local master (spark_env.launching_jvm):
-under spark-submit, or on a cluster, the JVMs are someone else's. `JAVA_TOOL_OPTIONS`
-carries it (the JVM says "Picked up JAVA_TOOL_OPTIONS" on stderr), after any of the
-user's; a user's own `TieredStopAtLevel`, `TieredCompilation` or `STREAMING_APP_JVM_C1=0`
-leaves the JIT as it is.
+For the JVM the app launches itself, whatever the master (spark_env.launching_jvm), and
+for the driver JVM scripts/submit.sh launches (`python -m streaming_app.common.jvm_jit`
+prints the JAVA_TOOL_OPTIONS it exports); the executors' JVMs on a cluster are the
+workers' and keep their own. `JAVA_TOOL_OPTIONS` carries it (the JVM says "Picked up
+JAVA_TOOL_OPTIONS" on stderr), after any of the user's; a user's own `TieredStopAtLevel`,
+`TieredCompilation` or `STREAMING_APP_JVM_C1=0` leaves the JIT as it is, and so do
+options of the command line (spark-submit's `--driver-java-options`), which the JVM
+reads after these.
 """
 
 from __future__ import annotations
@@ -25,26 +31,24 @@ JAVA_TOOL_OPTIONS = "JAVA_TOOL_OPTIONS"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
-def launch_master(command: list[str]) -> str | None:
-    """The `--master` of a spark-submit command, if it has one."""
-    for index, option in enumerate(command):
-        if option == "--master" and index + 1 < len(command):
-            return command[index + 1]
-        if option.startswith("--master="):
-            return option.split("=", 1)[1]
-    return None
-
-
-def jit_env(command: list[str], env: dict[str, str]) -> dict[str, str]:
-    """`env` for the JVM that `command` launches: C1 only on a local master (see above)."""
-    master = launch_master(command)
+def chosen_elsewhere(env: dict[str, str]) -> bool:
+    """Whether the user chose the JIT: STREAMING_APP_JVM_C1=0, or JAVA_TOOL_OPTIONS that
+    name it."""
     given = env.get(JAVA_TOOL_OPTIONS, "")
-    if (
-        master is None
-        or not master.startswith("local")
-        or env.get(ENV, os.environ.get(ENV, "1")) == "0"
+    return (
+        env.get(ENV, os.environ.get(ENV, "1")) == "0"
         or "TieredStopAtLevel" in given
         or "TieredCompilation" in given
-    ):
+    )
+
+
+def jit_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a driver JVM the app launches: C1 only, unless the user chose (above)."""
+    if chosen_elsewhere(env):
         return env
+    given = env.get(JAVA_TOOL_OPTIONS, "")
     return {**env, JAVA_TOOL_OPTIONS: f"{given} {C1_ONLY}".strip()}
+
+
+if __name__ == "__main__":  # scripts/submit.sh: the JAVA_TOOL_OPTIONS to export
+    print(jit_env(dict(os.environ)).get(JAVA_TOOL_OPTIONS, ""))

@@ -59,7 +59,7 @@ def launching_jvm() -> Iterator[None]:
     The locale (jvm_locale.py): a UTF-8 one when the caller's is not, so that the JVM
     decodes file names as UTF-8 (under LC_ALL=C it would read them as ASCII).
 
-    On a local master, HotSpot's C1 compiler only (jvm_jit.py).
+    HotSpot's C1 compiler only (jvm_jit.py).
 
     The class archive (jvm_archive.py), when there is one for the repository's conf/:
     the JVM alone gets the launch options and the empty conf directory it needs; this
@@ -85,7 +85,7 @@ def launching_jvm() -> Iterator[None]:
             kwargs["env"] = utf8_env(kwargs["env"])
         if isinstance(command, list) and isinstance(kwargs.get("env"), dict):
             command, kwargs["env"] = jvm_archive.launch(command, kwargs["env"], repo_conf_dir())
-            kwargs["env"] = jit_env(command, kwargs["env"])
+            kwargs["env"] = jit_env(kwargs["env"])
         return launch(command, *args, **kwargs)
 
     gateway.Popen = popen

@@ -101,11 +101,14 @@ def test_submit_script_runs_the_app_with_spark_submit(tmp_path: Path) -> None:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=script_env(),
+            # Without the tests' own JIT setting (tests/conftest.py): submit.sh gives the
+            # driver JVM C1 only itself.
+            env={k: v for k, v in script_env().items() if k != "JAVA_TOOL_OPTIONS"},
             start_new_session=True,
         )
     try:
         wait_for_text(log_path, "Started new streaming context", proc)
+        assert "Picked up JAVA_TOOL_OPTIONS: -XX:TieredStopAtLevel=1" in log_path.read_text()
         text = "spark submit words\nsubmit words\n"
         drop_file(dirs["in"], "a.txt", text.encode())
         wait_for_totals(dirs["out"], truth([text]))

@@ -258,7 +258,7 @@ def test_an_app_error_raised_in_a_batch_keeps_its_message_and_exit_code(
     assert error.exit_code == code
 
 
-def test_the_jvm_pyspark_launches_on_a_local_master_compiles_with_c1_only(
+def test_the_jvm_pyspark_launches_compiles_with_c1_only_on_any_master(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from pyspark import java_gateway
@@ -272,4 +272,7 @@ def test_the_jvm_pyspark_launches_on_a_local_master_compiles_with_c1_only(
         with launching_jvm():
             child = java_gateway.Popen(command, env={"PATH": "/usr/bin"}, stdout=subprocess.PIPE)
         found[master] = child.communicate()[0].decode().strip()
-    assert found == {"local[2]": "-XX:TieredStopAtLevel=1", "spark://h:7077": "None"}
+    # On a cluster too: the driver JVM moves no rows there, and C2's compiling was most of
+    # its CPU in a run's first minutes (docs/benchmarks-scale-out.md).
+    c1 = "-XX:TieredStopAtLevel=1"
+    assert found == {"local[2]": c1, "spark://h:7077": c1}
