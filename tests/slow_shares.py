@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-SHARES = 10
+SHARES = 12
 DEFAULT_SECONDS = 180
 
 SECONDS: dict[str, int] = {

@@ -88,6 +88,9 @@ def started() -> Iterator[list[object]]:
             thing.stop()
 
 
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: each way the secret reaches the driver, and the intruder.
+@pytest.mark.slow
 def test_the_secret_rotated_between_two_runs_on_one_checkpoint_exact_and_nowhere_at_rest(
     dirs: dict[str, Path],
     tmp_path: Path,

@@ -239,6 +239,10 @@ def test_a_certificate_that_does_not_verify_is_no_crash_loop_under_supervise(
     assert_nothing_written(tls_db, dirs)
 
 
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: the password's other promises (from config or environment, never
+# at rest).
+@pytest.mark.slow
 @pytest.mark.timeout(480)  # two starts, a recovery and its catching up, on a loaded machine
 def test_a_password_rotated_between_two_runs_on_one_checkpoint(
     tls_db: TlsDb, dirs: dict[str, Path], start_app: Any, tmp_path: Path

@@ -139,6 +139,9 @@ def test_a_changed_guarded_setting_exits_3_and_leaves_the_checkpoint(
     assert again.terminate() == 0
 
 
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: the structured lag, test_prometheus_kafka.py's.
+@pytest.mark.slow
 def test_kafka_lag_is_worked_off_micro_batch_by_micro_batch(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -84,6 +84,10 @@ def read_past(dirs: dict[str, Path], name: str) -> bool:
     return read is not None and last is not None and last > read
 
 
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: each engine's windows, test_kafka_chaos.py's (DStreams) and
+# test_structured_postgres_windows.py's.
+@pytest.mark.slow
 def test_windows_of_both_engines_are_exact_on_the_same_files(
     tmp_path: Path, start_app: Any
 ) -> None:

@@ -48,7 +48,11 @@ ENGINES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
 
 
 # supervise restarts whatever engine it runs: the structured one is `slow`, to keep CI's time.
-@pytest.mark.parametrize("engine", ["dstream", pytest.param("structured", marks=pytest.mark.slow)])
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: supervise's restarts, test_postgres_partition.py's and
+# test_kafka_partition.py's.
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["dstream", "structured"])
 def test_supervise_restarts_a_killed_driver_and_totals_stay_exact(
     engine: str, dirs: dict[str, Path], tmp_path: Path
 ) -> None:

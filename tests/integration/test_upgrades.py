@@ -201,6 +201,10 @@ def test_checkpoint_files_naming_lost_state_are_set_aside_and_an_older_one_recov
     assert again.terminate() == 0, again.log()[-3000:]
 
 
+# `slow` since 2026-11-30, in the rotating shares (to keep CI within its time). In the
+# `not slow` suite: a restore with other intervals,
+# test_changed_batch_interval_fails_then_restores_from_snapshot_exactly.
+@pytest.mark.slow
 def test_kafka_restore_into_a_new_checkpoint_with_other_intervals(
     dirs: dict[str, Path], start_app: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
