@@ -216,13 +216,17 @@ def test_the_projection_takes_the_least_of_its_bounds() -> None:
         assert row["projected"] == min(row["cpu_bound"], row["timeline_bound"], row["driver_bound"])
 
 
-def test_the_report_names_the_gains_and_the_target() -> None:
-    results = {
+def _results(found: dict[str, list[dict[str, Any]]], **more: Any) -> dict[str, Any]:
+    """scale_out.json's results of one files invocation whose runs are `found`."""
+    return {
         "date": "2026-11-29", "runs": 1, "lines": 10, "batch_lines": 60_000, "partitions": 2,
-        "sinks": ["files"], "files": _found(),
-        "machine": {"cpu": "X, 2 cores", "python": "3", "pyspark": "4", "java": "j"},
+        "sinks": ["files"], "files": found,
+        "machine": {"cpu": "X, 2 cores", "python": "3", "pyspark": "4", "java": "j"}, **more,
     }  # fmt: skip
-    text = "\n".join(report(results))
+
+
+def test_the_report_names_the_gains_and_the_target() -> None:
+    text = "\n".join(report(_results(_found())))
     assert "x1.12" in text and "x2.00" in text
     assert "**0.56** (target ≥ 0.85: not met)" in text
     assert "bounded by **the machine's cores**" in text
@@ -233,12 +237,8 @@ def test_an_env_side_is_reported_against_the_same_plain_runs() -> None:
     app_us = {"executor JVM": 1.0, "Python workers": 2.0, "driver Python": 0.1}
     found["app-1@C2"] = [_run(500_000, app_us, 0.8)]
     found["app-2@C2"] = [_run(800_000, app_us, 0.95)]
-    results = {
-        "date": "2026-11-30", "runs": 1, "lines": 10, "batch_lines": 60_000, "partitions": 2,
-        "sinks": ["files"], "files": found, "env_side": ["C2", {"STREAMING_APP_JVM_C1": "0"}],
-        "machine": {"cpu": "X, 2 cores", "python": "3", "pyspark": "4", "java": "j"},
-    }  # fmt: skip
-    text = "\n".join(report(results))
+    side = ["C2", {"STREAMING_APP_JVM_C1": "0"}]
+    text = "\n".join(report(_results(found, env_side=side)))
     # The app's own: x1.12, 0.56 of plain's x2.00; the side's: 500k → 800k, x1.60, 0.80.
     assert "**0.56** (target ≥ 0.85: not met)" in text
     assert "### Sink: files, C2" in text
