@@ -173,3 +173,22 @@ def test_one_pass_counts_ranks_and_writes_the_changed_totals(
     assert written == _lines(total_lines(frame))
     assert not [name for name in os.listdir(out) if name.startswith(".")]  # no temp left
     assert sorted(row[LINE] for row in spark.read.text(str(out)).collect()) == written
+
+
+def test_a_stop_quiets_every_state_store_logger_and_no_other(spark: Any) -> None:
+    """The graceful stop's last step before `spark.stop()`: the state store's maintenance
+    threads (StateStore's timer, RocksDBStateStoreProvider's snapshot upload) log errors
+    only, whatever class they log from; Spark's other loggers are as they were."""
+    from streaming_app.structured.run import STATE_STORE_LOGGER, quiet_state_store_maintenance
+
+    jvm = spark.sparkContext._jvm
+    config = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()
+    state = "org.apache.spark.sql.execution.streaming.state."
+    watched = [state + "StateStore", state + "RocksDBStateStoreProvider", state + "RocksDB"]
+    other = "org.apache.spark.SparkContext"
+    assert all(config.getLoggerConfig(name).getName() != STATE_STORE_LOGGER for name in watched)
+    quiet_state_store_maintenance(spark.sparkContext)
+    for name in watched:
+        found = config.getLoggerConfig(name)
+        assert (found.getName(), str(found.getLevel())) == (STATE_STORE_LOGGER, "ERROR"), name
+    assert config.getLoggerConfig(other).getName() != STATE_STORE_LOGGER
