@@ -280,13 +280,18 @@ def report(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def side_key(key: str, label: str) -> str:
+    """The key of an --env-side's run in a sink's runs: `app-2@LABEL`."""
+    return f"{key}@{label}"
+
+
 def side_report(
     sink: str, found: dict[str, list[dict[str, Any]]], label: str, env: dict[str, str],
     batch_lines: int, partitions: int,
 ) -> list[str]:  # fmt: skip
     """An --env-side's tables (its app runs against the same plain Python runs), after a
     line comparing its rates and gain with the app's own."""
-    mine = {**found, **{k: found[f"{k}@{label}"] for k in ("app-1", "app-2")}}
+    mine = {**found, **{k: found[side_key(k, label)] for k in ("app-1", "app-2")}}
     base, other = gains(found), gains(mine)
     setting = ", ".join(f"`{k}={v}`" for k, v in env.items())
     return [

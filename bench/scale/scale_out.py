@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.harness.env_side import env_side
 from bench.harness.results import machine, make_workdir, write_json
-from bench.scale.report import report
+from bench.scale.report import report, side_key
 from bench.scale.runs import app_run, plain_run
 from bench.scale.scene import Scene, scene
 
@@ -60,11 +60,6 @@ def run_one(
     if kind == "app":
         return app_run(hosts, name, topic, lines, batch_lines, partitions, n, sink, env)
     return plain_run(hosts, topic, plain_lines, partitions, n)
-
-
-def side_key(key: str, label: str) -> str:
-    """The key of an --env-side's run: `app-2@LABEL`."""
-    return f"{key}@{label}"
 
 
 def measure(
