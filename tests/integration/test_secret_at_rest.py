@@ -10,6 +10,7 @@ checkpoint; its package is extracted from this repository, as the upgrade tests 
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import secrets
@@ -21,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from streaming_app.common.checkpoint_files import CHECKPOINT_FILE
+from streaming_app.common.checkpoint_files import CHECKPOINT_FILE, checkpoint_file_times
 from tests.integration.conftest import files_args
-from tests.integration.harness import drop_file, make_text, truth, wait_for_totals
+from tests.integration.harness import drop_file, make_text, truth, wait_for, wait_for_totals
 from tests.integration.test_upgrade_from_releases import extract_release, start_release
 from tests.secrets_scan import find_secrets
 
@@ -136,14 +137,20 @@ def test_a_checkpoint_holding_the_secret_is_said_then_scrubbed_with_every_total_
     assert find_secrets([dirs["checkpoint"], dirs["output"], tmp_path / "run3.log"], [secret]) == []
 
 
-def untouched_or_spark_replaced(path: Path, mtime_ns: int) -> bool:
-    """Whether the checkpoint file seen with `mtime_ns` is as it was, gone (Spark keeps the
-    newest ten), or replaced by Spark: it writes a batch's file when it plans the batch and
-    again when the batch completes, renaming the first to NAME.bk (its mtime kept)."""
-    if not path.exists() or path.stat().st_mtime_ns == mtime_ns:
-        return True
-    backup = path.with_name(path.name + ".bk")
-    return backup.exists() and backup.stat().st_mtime_ns == mtime_ns
+def untouched_unless_newest(checkpoint: Path, written: dict[str, int]) -> list[str]:
+    """The checkpoint files seen with the mtimes in `written` that changed since, other than
+    the newest batch time's. Spark writes only under its newest time (a batch's file when it
+    plans the batch, again when a batch completes, the earlier copy renamed NAME.bk), so the
+    newest time's two files may be rewritten any number of times; an older file is never
+    written again, only deleted (Spark keeps the newest ten)."""
+    newest = max(checkpoint_file_times(written))
+    return [
+        name
+        for name, mtime in written.items()
+        if checkpoint_file_times([name]) != [newest]
+        and (checkpoint / name).exists()
+        and (checkpoint / name).stat().st_mtime_ns != mtime
+    ]
 
 
 def test_scrub_is_refused_while_a_first_run_holds_its_new_checkpoint(
@@ -159,13 +166,18 @@ def test_scrub_is_refused_while_a_first_run_holds_its_new_checkpoint(
     app.wait_for_log(r"Started new streaming context")
     drop_file(dirs["input"], "a.txt", b"one two two\n")
     wait_for_totals(dirs["output"], {"one": 1, "two": 2}, app)
+    # At least two batch times written, so that one file is past Spark's own rewrites.
+    wait_for(
+        "a second batch time's checkpoint file",
+        lambda: len(set(checkpoint_file_times(os.listdir(dirs["checkpoint"])))) >= 2,
+        app=app,
+    )
     written = {p.name: p.stat().st_mtime_ns for p in dirs["checkpoint"].glob("checkpoint-*")}
     refused = scrub_cli(dirs["checkpoint"])
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "an app is running on this checkpoint" in refused.stderr
     assert not list(dirs["checkpoint"].glob(".streaming-app-scrub-*"))
-    for name, mtime in written.items():
-        assert untouched_or_spark_replaced(dirs["checkpoint"] / name, mtime), name
+    assert untouched_unless_newest(dirs["checkpoint"], written) == []
     assert app.terminate() == 0, app.log()[-3000:]
     assert list(dirs["checkpoint"].glob("checkpoint-*")), "no checkpoint file to scrub"
     done = scrub_cli(dirs["checkpoint"])
