@@ -80,16 +80,9 @@ def _run(config: AppConfig, quiesce: Callable[[], None] | None) -> int:
 
         configure_runtime(config, stop.event)
     if "postgres" in config.sinks:
-        from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
+        from streaming_app.sinks.postgres.stream import prepare_postgres
 
-        configure_postgres(
-            config.postgres_dsn,
-            stop.event,
-            config.postgres_give_up_after,
-            config.postgres_fillfactor,
-        )
-        # Before Spark starts: a table that does not suit the job ends the run in one line.
-        check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
+        prepare_postgres(config, stop.event)  # a table that does not suit ends it in one line
     hold_for_run(config.checkpoint_dir)  # `checkpoint scrub` refuses while a run holds it
     say_default_checkpoint(config)
     try:

@@ -98,17 +98,10 @@ def _run(config: AppConfig) -> int:
     stop = StopRequest()
     stop.install()
     if "postgres" in config.sinks:
-        from streaming_app.sinks.postgres.stream import check_tables, configure_postgres
+        from streaming_app.sinks.postgres.stream import prepare_postgres
 
         # The DStream sink's writer, with today's DSN: in this process's memory only.
-        configure_postgres(
-            config.postgres_dsn,
-            stop.event,
-            config.postgres_give_up_after,
-            config.postgres_fillfactor,
-        )
-        # Before Spark starts: a table that does not suit the job ends the run in one line.
-        check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
+        prepare_postgres(config, stop.event)  # a table that does not suit ends it in one line
     say_default_checkpoint(config)
     try:
         with launching_jvm(), stop.through_start():

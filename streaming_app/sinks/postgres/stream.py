@@ -26,6 +26,7 @@ from streaming_app.state.observe import observe_state
 if TYPE_CHECKING:
     from pyspark import RDD
 
+    from streaming_app.settings.schema import AppConfig
     from streaming_app.sinks.postgres.writer import PostgresWriter
     from streaming_app.state.view import StateView
 
@@ -83,6 +84,16 @@ def configure_postgres(
     for writer in _RUNTIME.writers.values():
         writer.close()
     _RUNTIME.writers.clear()
+
+
+def prepare_postgres(config: AppConfig, stop: threading.Event) -> None:
+    """A run's start, either engine, before Spark: this driver's writer settings
+    (configure_postgres), then the tables made or checked (check_tables), so that a table
+    that does not suit the job ends the run in one line."""
+    configure_postgres(
+        config.postgres_dsn, stop, config.postgres_give_up_after, config.postgres_fillfactor
+    )
+    check_tables(config.postgres_table, numeric=config.job == "keyed-sum")
 
 
 def _new_writer(table: str, numeric: bool) -> PostgresWriter:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from streaming_app.errors import SinkSetupError
+from streaming_app.settings.loading import load_config
 from streaming_app.sinks.postgres import stream
 from streaming_app.sinks.postgres.writer import PostgresUnavailableError, PostgresWriter
 
@@ -57,3 +58,38 @@ def test_the_configured_fillfactor_reaches_every_writer() -> None:
     assert stream._new_writer("wc", numeric=False).fillfactor == 50
     stream.configure_postgres(None, threading.Event(), None, 70)
     assert stream._new_writer("wc", numeric=True).fillfactor == 70
+
+
+def test_a_runs_start_gives_its_settings_to_the_writers_then_checks_its_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Either engine's start (prepare_postgres): the config's DSN, limit and fillfactor
+    reach the writers before the table is checked, with the job's value type."""
+    checked: list[tuple[str, bool, int]] = []
+
+    def check_tables(table: str, numeric: bool = False) -> None:
+        checked.append((table, numeric, stream._new_writer(table, numeric).fillfactor))
+
+    monkeypatch.setattr(stream, "check_tables", check_tables)
+    config = load_config(
+        env={},
+        cli={
+            "checkpoint_dir": "/tmp/unused",
+            "job": "keyed-sum",
+            "csv_fields": "k,v",
+            "key_field": "k",
+            "value_field": "v",
+            "postgres_table": "sums",
+            "postgres_dsn": "postgresql://u@127.0.0.1:5998/db",
+            "postgres_give_up_after": "30",
+            "postgres_fillfactor": "80",
+        },
+    )
+    stop = threading.Event()
+    stream.prepare_postgres(config, stop)
+    assert checked == [("sums", True, 80)]
+    assert (stream._RUNTIME.dsn, stream._RUNTIME.stop, stream._RUNTIME.give_up_after) == (
+        "postgresql://u@127.0.0.1:5998/db",
+        stop,
+        30.0,
+    )
