@@ -12,7 +12,8 @@ default, the console sink beside the files sink as the README sets it up, or bes
 postgres sink; checkpoints and snapshots at their defaults; `--engine structured` for
 the structured engine), or Spark's own word count (`peer`: bench/peers/spark_peer.py
 with the engine's settings, its Kafka data source and the app's output through
-foreachBatch, files only, 2 s triggers). After its first batch and `--warmup` seconds
+foreachBatch: the files sink's, or the postgres sink's table with each partition's totals
+upserted, `--app-postgres`; 2 s triggers). After its first batch and `--warmup` seconds
 (and, for a DStream run, once its start-up backlog is worked off), a probe every 0.25 s
 for `--seconds`; a reader polls the sink every 0.1 s
 (bench/latency/readers.py). Latency = the poll that first saw the word - the record's
@@ -59,7 +60,13 @@ from bench.latency.probes import (
     target_s,
 )
 from bench.latency.readers import Reader, Watcher, files_reader, peer_reader, postgres_reader
-from bench.peers.spark_peer import APP_OUTPUT, APP_TOKENIZER, ENGINE_SETTINGS, StructuredRun
+from bench.peers.spark_peer import (
+    APP_OUTPUT,
+    APP_POSTGRES,
+    APP_TOKENIZER,
+    ENGINE_SETTINGS,
+    StructuredRun,
+)
 from streaming_app.sources.kafka.client import KafkaConnection
 from streaming_app.tools.produce import ensure_topic
 
@@ -144,13 +151,17 @@ def run_app(
     app: AppRun | StructuredRun | None = None
     try:
         if engine == "peer":
+            table = run_dir.name.replace("-", "_")
+            output = [APP_OUTPUT] if sink == "files" else [APP_POSTGRES, f"{DSN},{table}"]
             peer = StructuredRun.start(
                 run_dir, None, run_dir / "checkpoint", "--kafka", f"{bootstrap},{topic},0",
-                ENGINE_SETTINGS, APP_TOKENIZER, APP_OUTPUT,
+                ENGINE_SETTINGS, APP_TOKENIZER, *output,
             )  # fmt: skip
             app = peer
             peer.wait_for(lambda events: any("batch" in e for e in events), 300)
-            read = peer_reader(run_dir / "output")
+            read = (
+                peer_reader(run_dir / "output") if sink == "files" else postgres_reader(DSN, table)
+            )
         else:
             started = AppRun.start(
                 workdir, name, app_args(run_dir, bootstrap, topic, engine, sink, interval)
@@ -171,7 +182,7 @@ def run_app(
         load.stop()
         if app is not None:
             app.stop()
-        if sink == "postgres" and engine != "peer":
+        if sink == "postgres":
             with contextlib.suppress(Exception):
                 drop_tables(run_dir.name.replace("-", "_"))
     start, end = window
@@ -208,8 +219,8 @@ def latency(
     plan = [(sink, interval, share, engine) for sink in sinks for interval in intervals
             for share in shares for engine in engines]  # fmt: skip
     for sink, interval, share, engine in plan:
-        if engine == "peer" and (sink != "files" or interval != BATCH_S):
-            continue  # the peer writes the app's files output only
+        if engine == "peer" and interval != BATCH_S:
+            continue  # the peer runs 2 s triggers only
         words = round(sustained[engine] * share)
         row = run_app(workdir, bootstrap, engine, sink, words, seconds, warmup, interval)
         row["share"] = share

@@ -9,8 +9,9 @@
   directories do not change; `read_totals`' `read_dir`), so that a read parses only the
   new ones. Without that, the reader parsed the base and up to ten deltas of some 60,000
   lines each several times a batch, CPU taken from the app's two cores.
-- postgres (the app's): a SELECT of the probe words' totals in the run's table, through its
-  primary key (a range scan), in autocommit.
+- postgres (the app's, and the peer's `--app-postgres` table of the same layout): a
+  SELECT of the probe words' totals in the run's table, through its primary key (a range
+  scan), in autocommit.
 - the peer's (Spark's own word count, bench/peers/spark_peer.py `--app-output`): the
   `delta-<batch id>` directories its foreachBatch writes with Spark's text writer, complete
   once their `_SUCCESS` is there.

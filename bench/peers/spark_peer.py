@@ -3,6 +3,7 @@
     python bench/peers/spark_peer.py --checkpoint-dir DIR --progress-file FILE
                                (--input-dir DIR | --kafka BOOTSTRAP,TOPIC,CAP)
                                [--engine-settings] [--app-tokenizer]
+                               [--app-output | --app-postgres DSN,TABLE]
 
 `groupBy(word).count()` in update mode to the `noop` sink, 2 s processing-time triggers,
 one JSON line per progress to the progress file, until SIGTERM. bench/peers/peer.py runs it on
@@ -40,6 +41,10 @@ ENGINE_SETTINGS = "--engine-settings"
 # foreachBatch sink: each micro-batch's changed totals as text and, every
 # `EVERY_TOTAL_BATCHES`, every total twice (the files base and the snapshot).
 APP_OUTPUT = "--app-output"
+# The app's postgres output the way Spark's docs write to a database from foreachBatch:
+# `--app-postgres DSN,TABLE`, the micro-batch's changed totals upserted by each partition
+# (foreachPartition) in a transaction of its own, into a table of the app's layout.
+APP_POSTGRES = "--app-postgres"
 EVERY_TOTAL_BATCHES = 10  # the exact configuration's checkpoint interval, in batches
 SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -130,6 +135,7 @@ def structured(
     engine_settings: bool = False,
     app_tokenizer: bool = False,
     app_output: bool = False,
+    app_postgres: str | None = None,
 ) -> None:
     """The Structured Streaming word count: one JSON line per progress, until SIGTERM.
 
@@ -141,7 +147,9 @@ def structured(
     structured engine runs too (`count_words` per partition in `mapInArrow`, then
     `groupBy(word).agg(sum(n))`), instead of Spark's `split`. app_output (with
     app_tokenizer): the app's output to the `output` directory beside the checkpoint,
-    through foreachBatch (`output_batch`), instead of the `noop` sink."""
+    through foreachBatch (`output_batch`), instead of the `noop` sink. app_postgres (with
+    app_tokenizer): `dsn,table`: the changed totals into that table instead
+    (`postgres_batch`)."""
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, explode, lower, split
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -204,6 +212,10 @@ def structured(
         if app_output:
             output = str(Path(checkpoint_dir).parent / "output")
             writer = writer.foreachBatch(output_batch(output, checkpoint_dir))
+        elif app_postgres:
+            dsn, table = app_postgres.rsplit(",", 1)
+            create_table(dsn, table)
+            writer = writer.foreachBatch(postgres_batch(dsn, table))
         else:
             writer = writer.format("noop")
         query = (
@@ -245,6 +257,52 @@ def output_batch(output: str, checkpoint_dir: str) -> Callable[[Any, int], None]
                 lines(every).write.mode("overwrite").text(f"{output}/{kind}-{batch_id}")
             every.unpersist()
         batch.unpersist()
+
+    return write
+
+
+def create_table(dsn: str, table: str) -> None:
+    """The table the postgres sink writes its totals to (word, count), if not there."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (word text PRIMARY KEY, count bigint NOT NULL)"
+            ).format(sql.Identifier(table))
+        )
+
+
+def postgres_batch(dsn: str, table: str) -> Callable[[Any, int], None]:
+    """foreachBatch writing to PostgreSQL with Spark's guides' pattern for an external
+    system (a connection per partition, `foreachPartition`; no JDBC driver needed): each
+    partition's changed totals copied into a temporary table and upserted (`INSERT ... ON
+    CONFLICT DO UPDATE`) in one transaction of its own, on the executors. A replayed
+    micro-batch writes the same absolute totals again; a reader may see one partition's
+    part of a micro-batch before the other's (the app's sink commits a batch at once)."""
+
+    def write_partition(rows: Any) -> None:
+        import psycopg
+        from psycopg import sql
+
+        pairs = [(row["key"], row["total"]) for row in rows]
+        if not pairs:
+            return
+        with psycopg.connect(dsn) as conn:  # one transaction, committed on leaving
+            conn.execute("CREATE TEMP TABLE batch (word text, count bigint) ON COMMIT DROP")
+            with conn.cursor().copy("COPY batch (word, count) FROM STDIN") as copy:
+                for pair in pairs:
+                    copy.write_row(pair)
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} AS t (word, count) SELECT word, count FROM batch"
+                    " ON CONFLICT (word) DO UPDATE SET count = EXCLUDED.count"
+                ).format(sql.Identifier(table))
+            )
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.foreachPartition(write_partition)
 
     return write
 
@@ -304,12 +362,18 @@ def main() -> None:
         action="store_true",
         help=f"with {APP_TOKENIZER}: write the app's output (foreachBatch) instead of noop",
     )
+    parser.add_argument(
+        APP_POSTGRES,
+        metavar="DSN,TABLE",
+        help=f"with {APP_TOKENIZER}: upsert the changed totals into TABLE instead of noop",
+    )
     options = parser.parse_args()
     if not (options.input_dir or options.kafka):
         parser.error("--input-dir or --kafka")
     structured(
         options.input_dir, options.checkpoint_dir, options.progress_file,
         options.kafka, options.engine_settings, options.app_tokenizer, options.app_output,
+        options.app_postgres,
     )  # fmt: skip
 
 
