@@ -64,6 +64,7 @@ COMMANDS = {
     "sink-pass": "bench.throughput.sink_pass",
     "small-state": "bench.throughput.small_state",
     "structured-floor": "bench.peers.structured_floor",
+    "warmup": "bench.throughput.warmup",
 }
 
 # Every benchmark, in the order of the report; a full run runs them all.
