@@ -281,17 +281,39 @@ def test_scale_out_smoke_runs_every_side_and_accounts_their_cpu(
 
 @pytest.mark.slow
 def test_latency_smoke_sees_every_probe_in_each_sink(tmp_path: Path) -> None:
-    # Issue 58's end-to-end latency: probes through the DStream engine to a reader of the
-    # files sink and of the postgres sink (the server at 127.0.0.1:5432).
+    # Issue 58's end-to-end latency: probes through the DStream engine, and through Spark's
+    # own word count (the peer), to a reader of the files sink and of the postgres sink
+    # (the server at 127.0.0.1:5432; the peer upserting from foreachBatch).
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "latency", "--smoke", "--engines",
-         "dstream", "--workdir", str(tmp_path)],
+         "dstream,peer", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=580,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
-    assert {row["sink"] for row in rows} == {"files", "postgres"}
+    assert sorted((row["engine"], row["sink"]) for row in rows) == [
+        ("dstream", "files"), ("dstream", "postgres"), ("peer", "files"), ("peer", "postgres")
+    ]
     for row in rows:
         assert row["probes"] > 0, row
         assert 0 < row["p50_s"] <= row["p99_s"] <= row["max_s"], row
+
+
+@pytest.mark.slow
+def test_warmup_smoke_accounts_each_window_by_process_and_jvm_thread(tmp_path: Path) -> None:
+    # Issue 58's first minute: the CPU of each window, the driver's, the Python workers'
+    # and the JVM's thread groups apart, and the batches each window completed.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "warmup", "--smoke", "--workdir",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=580,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    windows = json.loads((tmp_path / "results.json").read_text())["windows"]
+    groups = {group for window in windows for group in window["cpu_s"]}
+    assert {"driver (Python)", "Python workers", "JVM: task threads"} <= groups, groups
+    assert sum(window["lines"] for window in windows) >= 2_000 * 20 // 2
+    assert all(window["total_cpu_s"] > 0 for window in windows if window["batches"]), windows
+    assert "| window | batches | median batch |" in result.stdout
