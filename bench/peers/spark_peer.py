@@ -41,9 +41,10 @@ ENGINE_SETTINGS = "--engine-settings"
 # foreachBatch sink: each micro-batch's changed totals as text and, every
 # `EVERY_TOTAL_BATCHES`, every total twice (the files base and the snapshot).
 APP_OUTPUT = "--app-output"
-# The app's postgres output the way Spark's docs write to a database from foreachBatch:
-# `--app-postgres DSN,TABLE`, the micro-batch's changed totals upserted by each partition
-# (foreachPartition) in a transaction of its own, into a table of the app's layout.
+# The app's postgres output with the guides' pattern for an external system, from
+# foreachBatch: `--app-postgres DSN,TABLE`, the micro-batch's changed totals upserted by each
+# partition (foreachPartition, a connection each) in a transaction of its own, into a table
+# of the app's layout (word, count; PostgreSQL's defaults otherwise).
 APP_POSTGRES = "--app-postgres"
 EVERY_TOTAL_BATCHES = 10  # the exact configuration's checkpoint interval, in batches
 SHUFFLE_PARTITIONS = 2  # local[2]: one task per core; the default of 200 would be unfair
