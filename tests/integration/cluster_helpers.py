@@ -113,9 +113,19 @@ class Cluster:
             self.master_url,
         )  # fmt: skip
         self.worker_ui = int(self._wait_log(self.worker_log, r"'WorkerUI' on port (\d+)", deadline))
-        while not any(w["state"] == "ALIVE" for w in self.master_json()["workers"]):
+        while not any(w["state"] == "ALIVE" for w in self._workers_once_served()):
             self._check_alive(deadline, "no ALIVE worker on the master")
             time.sleep(0.3)
+
+    def _workers_once_served(self) -> list[Any]:
+        """The master's workers; none while its UI does not serve its JSON yet (a UI that
+        has just bound its port may answer 404 for a moment, as a host cluster's did in
+        CI)."""
+        try:
+            workers: list[Any] = self.master_json()["workers"]
+        except OSError:  # urllib's HTTPError and URLError
+            return []
+        return workers
 
     def _wait_log(self, log_path: Path, pattern: str, deadline: float) -> str:
         """The first group of `pattern` in a log, once it appears."""

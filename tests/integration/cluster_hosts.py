@@ -35,6 +35,11 @@ _RUNNING = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
 _FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
 
 
+def _alive(master_json: Any) -> set[str]:
+    """The addresses of the workers a master's UI JSON counts ALIVE."""
+    return {w["host"] for w in master_json["workers"] if w["state"] == "ALIVE"}
+
+
 class HostCluster(Cluster):
     """A master on `master` and one worker (`cores` cores, 2 by default; 1 GiB) on each host
     of `workers`.
@@ -113,21 +118,37 @@ class HostCluster(Cluster):
                 "--work-dir", str(self.worker_dir(name)),
                 self.master_url,
             )  # fmt: skip
-        while len(self.alive_workers()) < len(self.workers):
-            self._check_alive(deadline, "not every worker ALIVE on the master")
+        # A UI that has just bound its port may answer 404 for a moment (seen in CI): not
+        # yet, until the deadline.
+        while True:
+            found, error = self._read_master_json()
+            if found is not None and len(_alive(found)) >= len(self.workers):
+                break
+            last = error.strip().splitlines()[-1:] if found is None else []
+            self._check_alive(deadline, f"not every worker ALIVE on the master {last}")
             time.sleep(0.5)
+
+    def _read_master_json(self) -> tuple[Any, str]:
+        """The master web UI's JSON, or None and what the read said."""
+        url = f"http://127.0.0.1:{self.master_ui}/json/"
+        done = self.master_host.run([sys.executable, "-c", _FETCH, url], timeout=60)
+        if done.returncode != 0:
+            return None, done.stderr
+        try:
+            return json.loads(done.stdout), ""
+        except ValueError:  # a page, not the JSON
+            return None, done.stdout[:300]
 
     def master_json(self) -> Any:
         """The master web UI's JSON (workers, activeapps, completedapps), read on its host's
         loopback, where an operator reads it (conf/secure keeps the UI there)."""
-        url = f"http://127.0.0.1:{self.master_ui}/json/"
-        done = self.master_host.run([sys.executable, "-c", _FETCH, url], timeout=60)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        found, error = self._read_master_json()
+        assert found is not None, error
+        return found
 
     def alive_workers(self) -> set[str]:
         """The addresses of the workers the master counts ALIVE."""
-        return {w["host"] for w in self.master_json()["workers"] if w["state"] == "ALIVE"}
+        return _alive(self.master_json())
 
     def executor_logs(self, name: str) -> str:
         """Everything the executors on worker `name` logged (stderr), one after the other."""

@@ -4,8 +4,6 @@ sink) leaves each micro-batch's totals in the table, on real Spark and a real se
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,23 +12,13 @@ import pytest
 from psycopg import sql
 
 from bench.peers.spark_peer import create_table, postgres_batch
+from tests.integration.spark_local import local_session
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # psycopg in the Python workers
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("test-bench-peers")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    with local_session("test-bench-peers") as session:
+        yield session
 
 
 def test_the_postgres_peer_upserts_each_micro_batchs_totals(

@@ -293,7 +293,10 @@ def test_latency_smoke_sees_every_probe_in_each_sink(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert sorted((row["engine"], row["sink"]) for row in rows) == [
-        ("dstream", "files"), ("dstream", "postgres"), ("peer", "files"), ("peer", "postgres")
+        ("dstream", "files"),
+        ("dstream", "postgres"),
+        ("peer", "files"),
+        ("peer", "postgres"),
     ]
     for row in rows:
         assert row["probes"] > 0, row

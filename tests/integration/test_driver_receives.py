@@ -17,9 +17,7 @@ the files delta's lines on the driver.
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +36,7 @@ from streaming_app.structured.windows import WINDOW_QUERY
 from tests.integration.batch_waits import wait_window_past
 from tests.integration.driver_spy import Spy, spy_on
 from tests.integration.harness import wait_for
+from tests.integration.spark_local import local_session
 from tests.integration.task_results import event_log_settings, received
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -69,25 +68,14 @@ def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def spark(event_log: Path) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master(f"local[{PARTITIONS}]")
-        .appName("test-driver-receives")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
+    conf = {
+        "spark.sql.shuffle.partitions": str(PARTITIONS),
+        "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
-        .config(map=event_log_settings(event_log))
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+        **event_log_settings(event_log),
+    }  # fmt: skip
+    with local_session("test-driver-receives", conf, cores=PARTITIONS) as session:
+        yield session
 
 
 def _words(rng: random.Random, round_no: int) -> list[str]:

@@ -10,7 +10,6 @@ Spark writer writes.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -30,6 +29,7 @@ from streaming_app.structured.totals import (
     snapshot_lines,
     total_lines,
 )
+from tests.integration.spark_local import local_session
 
 KEYS = [
     "plain",
@@ -55,20 +55,9 @@ DECIMALS = [
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Arrow in the Python workers
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("test-structured-lines")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    # Arrow in the Python workers: this interpreter's venv.
+    with local_session("test-structured-lines", {"spark.sql.shuffle.partitions": "2"}) as session:
+        yield session
 
 
 def _frame(spark: Any, rows: list[tuple[str, Any]], value_type: str) -> Any:
