@@ -14,7 +14,7 @@ from typing import Any
 CORES = 2
 TARGET = 0.85  # the app's gain against plain Python's, at least
 # Process classes that run where the executors run (they multiply with workers), and the
-# ones that stay one each whatever the workers (bench/scale/proc_cpu.py's CLASSES).
+# ones that stay one each whatever the workers (bench/harness/proc_cpu.py's CLASSES).
 EXECUTOR_SIDE = ("executor JVM", "Python workers")
 DRIVER_SIDE = ("driver JVM", "driver Python")
 PROJECTED_CORES = (1, 2, 4, 8, 16)

@@ -23,9 +23,9 @@ from typing import Any
 
 from bench.harness.app import BATCH_S, exact_args, kafka_args, poll_until
 from bench.harness.corpus import WORDS_PER_LINE
+from bench.harness.proc_cpu import CpuSampler, Samples, by_class, machine_busy_s, window_cpu
 from bench.harness.rates import batch_figures, steady_batches
 from bench.scale.event_log import batches, read_events, summary
-from bench.scale.proc_cpu import CpuSampler, Samples, by_class, machine_busy_s, window_cpu
 from bench.scale.scene import Scene
 from streaming_app.common.metrics_record import BatchMetrics, read_metrics
 from tests.integration.cluster_helpers import SubmittedApp

@@ -31,9 +31,9 @@ from typing import Any
 
 from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
 from bench.harness.corpus import PARTITIONS, broker, load_topic
+from bench.harness.proc_cpu import TICK, Samples, stat_ticks, window_cpu
 from bench.harness.processes import role, session_processes
 from bench.harness.results import machine, make_workdir, write_json
-from bench.scale.proc_cpu import TICK, Samples, stat_ticks, window_cpu
 
 SAMPLE_S = 2.0
 # bench/harness/processes.role's names, as the report says them.

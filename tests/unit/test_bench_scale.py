@@ -7,6 +7,15 @@ from typing import Any
 
 import pytest
 
+from bench.harness.proc_cpu import (
+    Samples,
+    busy_ticks,
+    by_class,
+    machine_busy_s,
+    process_class,
+    stat_ticks,
+    window_cpu,
+)
 from bench.scale.event_log import (
     Stage,
     batches,
@@ -15,15 +24,6 @@ from bench.scale.event_log import (
     summary,
     timeline,
     union_ms,
-)
-from bench.scale.proc_cpu import (
-    Samples,
-    busy_ticks,
-    by_class,
-    machine_busy_s,
-    process_class,
-    stat_ticks,
-    window_cpu,
 )
 from bench.scale.report import gains, projection, report, verdict
 

@@ -3,7 +3,7 @@ each window's CPU per group and batches, and its table."""
 
 from __future__ import annotations
 
-from bench.scale.proc_cpu import Samples
+from bench.harness.proc_cpu import Samples
 from bench.throughput.warmup import report, shown_groups, thread_group, windows
 
 
