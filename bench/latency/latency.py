@@ -89,6 +89,11 @@ def drop_tables(table: str) -> None:
             conn.execute(f'DROP TABLE IF EXISTS "{table}{suffix}"')
 
 
+def run_table(run_dir: Path) -> str:
+    """The postgres table of a run (the app's or the peer's): its directory's name."""
+    return run_dir.name.replace("-", "_")
+
+
 def app_args(
     run_dir: Path, bootstrap: str, topic: str, engine: str, sink: str, interval: int = BATCH_S
 ) -> list[str]:
@@ -103,7 +108,7 @@ def app_args(
         return [*args, *exact_args(run_dir), "--checkpoint-interval", str(every)]
     config = run_dir / "postgres.ini"
     config.write_text(f"[postgres]\npostgres_dsn = {DSN}\n", encoding="utf-8")
-    return [*args, "--sink", "postgres", "--postgres-table", run_dir.name.replace("-", "_"),
+    return [*args, "--sink", "postgres", "--postgres-table", run_table(run_dir),
             "--config", str(config)]  # fmt: skip
 
 
@@ -151,8 +156,9 @@ def run_app(
     app: AppRun | StructuredRun | None = None
     try:
         if engine == "peer":
-            table = run_dir.name.replace("-", "_")
-            output = [APP_OUTPUT] if sink == "files" else [APP_POSTGRES, f"{DSN},{table}"]
+            output = (
+                [APP_OUTPUT] if sink == "files" else [APP_POSTGRES, f"{DSN},{run_table(run_dir)}"]
+            )
             peer = StructuredRun.start(
                 run_dir, None, run_dir / "checkpoint", "--kafka", f"{bootstrap},{topic},0",
                 ENGINE_SETTINGS, APP_TOKENIZER, *output,
@@ -160,7 +166,9 @@ def run_app(
             app = peer
             peer.wait_for(lambda events: any("batch" in e for e in events), 300)
             read = (
-                peer_reader(run_dir / "output") if sink == "files" else postgres_reader(DSN, table)
+                peer_reader(run_dir / "output")
+                if sink == "files"
+                else postgres_reader(DSN, run_table(run_dir))
             )
         else:
             started = AppRun.start(
@@ -171,7 +179,7 @@ def run_app(
             if sink == "files":
                 read = files_reader(run_dir / "output")
             else:
-                read = postgres_reader(DSN, run_dir.name.replace("-", "_"))
+                read = postgres_reader(DSN, run_table(run_dir))
         time.sleep(warmup)
         if isinstance(app, AppRun) and engine == "dstream":
             with contextlib.suppress(RuntimeError):  # not drained: probed all the same
@@ -184,7 +192,7 @@ def run_app(
             app.stop()
         if sink == "postgres":
             with contextlib.suppress(Exception):
-                drop_tables(run_dir.name.replace("-", "_"))
+                drop_tables(run_table(run_dir))
     start, end = window
     if isinstance(app, StructuredRun):
         events = [e for e in app.events() if "batch" in e and start <= e["at"] * 1000 <= end]

@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.harness.app import BATCH_S, AppRun, exact_args, kafka_args
 from bench.harness.corpus import PARTITIONS, broker, load_topic
-from bench.harness.proc_cpu import TICK, Samples, stat_ticks, window_cpu
+from bench.harness.proc_cpu import TICK, Samples, by_class, stat_ticks, window_cpu
 from bench.harness.processes import role, session_processes
 from bench.harness.results import machine, make_workdir, write_json
 
@@ -82,10 +82,7 @@ def windows(
     begin = start
     while begin < last:
         end = begin + window
-        groups: dict[str, float] = {}
-        for key, seconds in window_cpu(samples, begin, end).items():
-            group = samples.classes[key]
-            groups[group] = groups.get(group, 0.0) + seconds
+        groups = by_class(samples, window_cpu(samples, begin, end))
         done = [b for b in batches if begin <= b[0] < end]
         lines = sum(b[1] for b in done)
         total = sum(groups.values())
