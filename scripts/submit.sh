@@ -91,7 +91,8 @@ esac
 # The driver JVM compiles with HotSpot's C1 only (streaming_app/common/jvm_jit.py): on a
 # cluster it moves no rows, and C2's compiling was most of its CPU in a run's first
 # minutes. STREAMING_APP_JVM_C1=0, or a JAVA_TOOL_OPTIONS or --driver-java-options of
-# your own that names the JIT, keeps Java's; the workers' executor JVMs keep their own.
+# your own that names the JIT, keeps Java's. The app gives the executors' JVMs the same
+# through spark.executor.extraJavaOptions (STREAMING_APP_JVM_C1=driver: not them).
 tool_options="$("$VENV/bin/python" -m streaming_app.common.jvm_jit)"
 if [ -n "$tool_options" ]; then export JAVA_TOOL_OPTIONS="$tool_options"; fi
 exec spark-submit --name streaming-app ${ship[@]+"${ship[@]}"} \

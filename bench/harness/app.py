@@ -35,7 +35,9 @@ def poll_until(
             break
         time.sleep(0.2)
     tail = log.read_text(errors="replace")[-3000:]
-    raise RuntimeError(f"{what} did not get there in {timeout} s:\n{tail}")
+    code = proc.poll()
+    why = f"ended (exit {code})" if code is not None else f"did not get there in {timeout} s"
+    raise RuntimeError(f"{what} {why}:\n{tail}")
 
 
 @dataclass

@@ -9,7 +9,8 @@ Precedence, lowest first: the engine's defaults (and the preloaded Python worker
 on a local master, lifecycle/worker_daemon.py; the executors' UTF-8 locale,
 common/jvm_locale.py); spark-defaults.conf and spark-submit's `--conf`; the engine's
 required settings (`forced`, each replacement of a value of the user's said in one line);
-the app's own Spark settings (`[spark]`, `--spark-conf`).
+the app's own Spark settings (`[spark]`, `--spark-conf`). On a cluster, C1 only is then
+added after the executors' Java options, whoever set them (common/jvm_jit.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from streaming_app.common.jvm_jit import EXECUTOR_OPTIONS, executor_options
 from streaming_app.common.jvm_locale import EXECUTOR_LOCALE, check_file_names
 from streaming_app.errors import ConfigError
 from streaming_app.lifecycle.driver_address import check_driver_address
@@ -83,6 +85,11 @@ def resolve_settings(
             notes.append(f"Spark setting {key}={value} replaces {was}: {why}")
         settings[key] = value
     settings.update(own)
+    if not str(settings.get("spark.master", config.master)).startswith("local"):
+        # A cluster's executor JVMs compile with C1 only, as the driver's (jvm_jit.py).
+        options = executor_options(settings.get(EXECUTOR_OPTIONS))
+        if options is not None:
+            settings[EXECUTOR_OPTIONS] = options
     return settings, notes
 
 

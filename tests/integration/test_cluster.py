@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming_app.common.jvm_jit import C1_ONLY
 from tests.integration.batch_waits import wait_more_batches
 from tests.integration.cluster_helpers import Cluster, SubmittedApp
 from tests.integration.conftest import files_args
@@ -147,6 +148,9 @@ def test_kill_9_of_a_cluster_driver_then_totals_equal_ground_truth(
                 assert any("Finished task" in text for text in stderr), (
                     f"no executor of {app_id} ran a task in {cluster.work_dir}"
                 )
+                # The executors' JVMs compile with C1 only, after recovery too (jvm_jit.py).
+                commands = [t.split("\n", 1)[0] for t in stderr]
+                assert all(C1_ONLY in c for c in commands), commands
     finally:
         for started_app in started:
             started_app.stop_if_running()

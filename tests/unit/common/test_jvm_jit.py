@@ -8,7 +8,14 @@ import sys
 
 import pytest
 
-from streaming_app.common.jvm_jit import C1_ONLY, ENV, JAVA_TOOL_OPTIONS, jit_env
+from streaming_app.common.jvm_jit import (
+    C1_ONLY,
+    DRIVER_ONLY,
+    ENV,
+    JAVA_TOOL_OPTIONS,
+    executor_options,
+    jit_env,
+)
 
 
 def test_the_driver_jvm_gets_c1_only_after_the_users_options(
@@ -55,3 +62,26 @@ def test_submit_sh_is_told_what_to_export(env: dict[str, str], printed: str) -> 
         check=True,
     ).stdout
     assert out == printed + "\n"
+
+
+@pytest.mark.parametrize(
+    ("given", "env", "options"),
+    [
+        (None, {}, C1_ONLY),
+        ("-Dx=1", {}, f"-Dx=1 {C1_ONLY}"),
+        ("-Dx=1", {ENV: "1"}, f"-Dx=1 {C1_ONLY}"),
+        # The user's choice: Java's JIT everywhere, or in the executors only.
+        (None, {ENV: "0"}, None),
+        ("-Dx=1", {ENV: DRIVER_ONLY}, "-Dx=1"),
+        ("-XX:TieredStopAtLevel=4", {}, "-XX:TieredStopAtLevel=4"),
+        ("-XX:-TieredCompilation -Dx=1", {}, "-XX:-TieredCompilation -Dx=1"),
+    ],
+)
+def test_a_clusters_executors_get_c1_only_after_the_users_options(
+    given: str | None, env: dict[str, str], options: str | None
+) -> None:
+    assert executor_options(given, env) == options
+
+
+def test_driver_only_keeps_c1_for_the_driver() -> None:
+    assert jit_env({ENV: DRIVER_ONLY}) == {ENV: DRIVER_ONLY, JAVA_TOOL_OPTIONS: C1_ONLY}

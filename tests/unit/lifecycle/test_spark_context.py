@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming_app.common.jvm_jit import C1_ONLY, DRIVER_ONLY, ENV, EXECUTOR_OPTIONS
 from streaming_app.lifecycle.spark_context import changed_settings, resolve_settings
 from streaming_app.lifecycle.worker_daemon import DAEMON_MODULE, PRELOADED, STOCK
 from streaming_app.settings.loading import load_config
@@ -90,3 +91,31 @@ def test_changed_settings_names_keys_only_and_skips_what_spark_sets_at_each_star
     )
     assert changed_settings(*runs) == []
     assert changed_settings({"spark.authenticate.secret": "********"}, runs[0]) == []
+
+
+@pytest.mark.parametrize(
+    ("master", "given", "options"),
+    [
+        ("spark://10.0.0.1:7077", {}, C1_ONLY),
+        ("yarn", {EXECUTOR_OPTIONS: "-Dx=1"}, f"-Dx=1 {C1_ONLY}"),
+        # Local: the driver's JVM is the executor (its JIT is set where it is launched).
+        ("local[2]", {}, None),
+    ],
+)
+def test_a_clusters_executor_jvms_compile_with_c1_only(
+    master: str, given: dict[str, str], options: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    settings, _ = resolve_settings({"spark.master": master, **given}, _config(), {}, FORCED)
+    assert settings.get(EXECUTOR_OPTIONS) == options
+
+
+def test_the_apps_own_executor_options_get_c1_after_them_and_driver_only_leaves_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    own = _config(f"{EXECUTOR_OPTIONS}=-verbose:gc")
+    given = {"spark.master": "spark://10.0.0.1:7077", EXECUTOR_OPTIONS: "-Dfile=1"}
+    assert resolve_settings(given, own, {}, FORCED)[0][EXECUTOR_OPTIONS] == f"-verbose:gc {C1_ONLY}"
+    monkeypatch.setenv(ENV, DRIVER_ONLY)
+    assert resolve_settings(given, own, {}, FORCED)[0][EXECUTOR_OPTIONS] == "-verbose:gc"
