@@ -18,6 +18,8 @@ TARGET = 0.85  # the app's gain against plain Python's, at least
 EXECUTOR_SIDE = ("executor JVM", "Python workers")
 DRIVER_SIDE = ("driver JVM", "driver Python")
 PROJECTED_CORES = (1, 2, 4, 8, 16)
+# What runs on a worker host, and so under its quota with --worker-cpu (bench/scale/cpu_caps.py).
+WORKER_HOST_SIDE = (*EXECUTOR_SIDE, "worker daemon", "plain Python")
 
 
 def median(values: list[float]) -> float:
@@ -45,6 +47,16 @@ def cpu_per_word(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Median µs of CPU a word, per process class, over the runs (0 where a run had none)."""
     classes = sorted({k for r in runs for k in r["cpu_us_per_word"]})
     return {k: median([r["cpu_us_per_word"].get(k, 0.0) for r in runs]) for k in classes}
+
+
+def quota_use(runs: list[dict[str, Any]], hosts: int, share: float) -> float:
+    """Median share of their CPU quota (`share` of a core each, on `hosts` worker hosts)
+    that the worker hosts' processes used over the runs' steady windows."""
+    return median([
+        sum(r["cpu_s"].get(k, 0.0) for k in WORKER_HOST_SIDE)
+        / (hosts * share * max(r["window_s"], 1e-9))
+        for r in runs
+    ])  # fmt: skip
 
 
 def machine_rate(runs: list[dict[str, Any]]) -> float:
@@ -116,8 +128,9 @@ def _n(value: float) -> str:
 
 
 def sink_report(
-    sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: int, partitions: int
-) -> list[str]:
+    sink: str, found: dict[str, list[dict[str, Any]]], batch_lines: int, partitions: int,
+    worker_cpu: float | None = None,
+) -> list[str]:  # fmt: skip
     """One sink's tables: rates and gains, CPU a word by class, the timeline, projection."""
     g = gains(found)
     v = verdict(found)
@@ -161,6 +174,10 @@ def sink_report(
                  + " |")  # fmt: skip
     lines.append("| hosts' processes / machine busy | " + " | ".join(f"{s:.0%}" for s in share)
                  + " |")  # fmt: skip
+    if worker_cpu:
+        used = [quota_use(found[k], int(k[-1]), worker_cpu) for k in keys]
+        lines.append(f"| worker hosts' CPU / their quota ({worker_cpu:g} of a core each) | "
+                     + " | ".join(f"{u:.0%}" for u in used) + " |")  # fmt: skip
     lines += [
         "",
         *trend_report(found),
@@ -268,15 +285,23 @@ def report(results: dict[str, Any]) -> list[str]:
         f"{results.get('plain_lines', results['lines']):,} lines; {results['runs']} round(s) "
         "a sink, interleaved and rotated.",
     ]
+    worker_cpu = results.get("worker_cpu")
+    if worker_cpu:
+        lines.append(
+            f"Each worker host held to {worker_cpu:g} of a core (a cgroup CPU quota, "
+            "--worker-cpu): its executor's JVM and Python workers, or its plain Python "
+            "process; the driver, broker, master and PostgreSQL share what is left. The "
+            "machine's figures (busy, its ceiling in the verdict) count the 2 cores."
+        )
     side = results.get("env_side")
     for sink in results["sinks"]:
         found = results[sink]
         lines += ["", *sink_report(sink, found, results["batch_lines"],
-                                   results["partitions"])]  # fmt: skip
+                                   results["partitions"], worker_cpu)]  # fmt: skip
         if side:
             label, env = side
             lines += ["", *side_report(sink, found, label, env, results["batch_lines"],
-                                       results["partitions"])]  # fmt: skip
+                                       results["partitions"], worker_cpu)]  # fmt: skip
     return lines
 
 
@@ -287,7 +312,7 @@ def side_key(key: str, label: str) -> str:
 
 def side_report(
     sink: str, found: dict[str, list[dict[str, Any]]], label: str, env: dict[str, str],
-    batch_lines: int, partitions: int,
+    batch_lines: int, partitions: int, worker_cpu: float | None = None,
 ) -> list[str]:  # fmt: skip
     """An --env-side's tables (its app runs against the same plain Python runs), after a
     line comparing its rates and gain with the app's own."""
@@ -302,5 +327,5 @@ def side_report(
         f"x{base['app_gain']:.2f}, {other['relative']:.2f} of plain Python's against "
         f"{base['relative']:.2f}.",
         "",
-        *sink_report(f"{sink}, {label}", mine, batch_lines, partitions),
+        *sink_report(f"{sink}, {label}", mine, batch_lines, partitions, worker_cpu),
     ]

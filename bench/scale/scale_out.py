@@ -6,6 +6,7 @@ plain Python in two processes against one on the same cores.
                                   [--partitions 2]
                                   [--sinks files,postgres] [--workdir DIR]
                                   [--env-side LABEL:VAR=VALUE[,VAR=VALUE...]]
+                                  [--worker-cpu SHARE]
 
 Six hosts of their own (network namespaces; bench/scale/scene.py): the master, two workers
 of one core each, the driver (scripts/submit.sh, client mode), the broker (tansu) and
@@ -65,12 +66,13 @@ def run_one(
 def measure(
     workdir: Path, sinks: list[str], runs: int, lines: int, batch_lines: int, partitions: int,
     plain_lines: int, side: tuple[str, dict[str, str]] | None = None,
+    worker_cpu: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Every sink's four runs (app on 1 and 2 workers, plain in 1 and 2 processes), and the
     app's two again with `side`'s environment if given, `runs` rounds each, rotated; every
     run's figures, by sink and name."""
     found: dict[str, Any] = {}
-    with scene(workdir) as hosts:
+    with scene(workdir, worker_cpu) as hosts:
         topic = f"scale-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
         hosts.load_topic(topic, lines, partitions)
@@ -113,7 +115,14 @@ def main() -> None:
         "--env-side", type=env_side, metavar="LABEL:VAR=VALUE[,VAR=VALUE...]",
         help="the app's runs again with this added to the driver's environment",
     )  # fmt: skip
+    parser.add_argument(
+        "--worker-cpu", type=float, metavar="SHARE",
+        help="hold each worker host to this share of a core (a cgroup CPU quota): every "
+             "worker a core of its own, scaled to fit the machine beside the driver",
+    )  # fmt: skip
     options = parser.parse_args()
+    if options.worker_cpu is not None and not 0 < options.worker_cpu <= 1:
+        parser.error(f"--worker-cpu must be above 0 and at most 1, not {options.worker_cpu}")
     sizes = SMOKE if options.smoke else {
         "lines": LINES, "batch_lines": BATCH_LINES, "runs": 3, "plain_lines": PLAIN_LINES,
     }  # fmt: skip
@@ -132,8 +141,9 @@ def main() -> None:
         "runs": runs, "lines": lines, "batch_lines": batch_lines,
         "partitions": options.partitions, "sinks": sinks, "plain_lines": plain_lines,
         "env_side": list(options.env_side) if options.env_side else None,
+        "worker_cpu": options.worker_cpu,
         **measure(workdir, sinks, runs, lines, batch_lines, options.partitions, plain_lines,
-                  options.env_side),
+                  options.env_side, options.worker_cpu),
     }  # fmt: skip
     write_json(workdir / "scale_out.json", results)
     print("\n".join(report(results)))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.scale.cpu_caps import CpuCaps
 from bench.scale.plain import command
 from tests.integration.cluster_hosts import HostCluster
 from tests.integration.kafka_host import PORT as KAFKA_PORT
@@ -39,6 +40,7 @@ class Scene:
     cluster: HostCluster
     bootstrap: str
     pg: PgHost
+    caps: CpuCaps | None = None  # the worker hosts' CPU quota (--worker-cpu)
 
     def namespaces(self) -> list[str]:
         """Every host's namespace: where the CPU sampler looks for processes."""
@@ -63,6 +65,8 @@ class Scene:
             call = f"p.count_child({self.bootstrap!r}, 'TOPIC', {mine}, {lines // processes}, {at})"
             host = self.hosts[WORKERS[index]]
             started.append(host.popen(command(call.replace("TOPIC", topic)), stdout=-1, text=True))
+            if self.caps is not None:  # under the host's quota, as its executor would be
+                self.caps.add(WORKERS[index], started[-1].pid)
         found = []
         for proc in started:
             out, _ = proc.communicate(timeout=1800)
@@ -73,9 +77,10 @@ class Scene:
 
 
 @contextlib.contextmanager
-def scene(workdir: Path) -> Iterator[Scene]:
+def scene(workdir: Path, worker_cpu: float | None = None) -> Iterator[Scene]:
     """The hosts, the broker, PostgreSQL and the cluster (two workers of one core each),
-    all stopped and removed after."""
+    all stopped and removed after; `worker_cpu`: each worker host held to that share of a
+    core (cpu_caps.py)."""
     why = unavailable()
     if why is not None:
         raise SystemExit(f"error: the scale-out benchmark builds hosts of its own: {why}")
@@ -90,10 +95,15 @@ def scene(workdir: Path) -> Iterator[Scene]:
         cluster = HostCluster(
             workdir / "cluster", hosts["master"], [hosts[w] for w in WORKERS], cores=1
         )
-        try:
-            pg.start()
-            cluster.start()
-            yield Scene(workdir, network, hosts, cluster, bootstrap, pg)
-        finally:
-            cluster.stop()
-            pg.stop()
+        with contextlib.ExitStack() as stack:
+            try:
+                pg.start()
+                cluster.start()
+                caps = None
+                if worker_cpu:  # the worker daemons now; what they start inherits it
+                    namespaces = {w: hosts[w].netns for w in WORKERS}
+                    caps = stack.enter_context(CpuCaps(namespaces, worker_cpu))
+                yield Scene(workdir, network, hosts, cluster, bootstrap, pg, caps)
+            finally:
+                cluster.stop()
+                pg.stop()

@@ -25,7 +25,7 @@ from bench.scale.event_log import (
     timeline,
     union_ms,
 )
-from bench.scale.report import gains, projection, report, verdict
+from bench.scale.report import gains, projection, quota_use, report, verdict
 
 # /proc/<pid>/stat of a process whose name holds ") " and spaces: fields count from the last ")".
 STAT = "4242 (odd) name (x)) S 1 4242 4242 0 -1 4194560 1 0 0 0 250 75 9 3 20 0 1 0 5 0 0"
@@ -246,3 +246,24 @@ def test_an_env_side_is_reported_against_the_same_plain_runs() -> None:
     assert "1 worker 500,000 words/s (x1.25 the app's), 2 workers 800,000 (x1.78)" in text
     assert "gain x1.60 against x1.12, 0.80 of plain Python's against 0.56" in text
     assert "**0.80** (target ≥ 0.85: not met)" in text
+
+
+def test_under_worker_quotas_the_report_says_how_much_of_them_was_used() -> None:
+    found = _found()
+    spent = {
+        "app-1": {"Python workers": 0.8, "executor JVM": 0.1},
+        "app-2": {"Python workers": 1.5, "executor JVM": 0.2, "broker": 5.0},
+        "plain-1": {"plain Python": 0.5},
+        "plain-2": {"plain Python": 1.0},
+    }
+    for key, cpu_s in spent.items():
+        found[key][0].update(cpu_s=cpu_s, window_s=2.0)
+    # Half a core a host over 2 s: 1 CPU second a host. The broker is not on a worker host.
+    assert quota_use(found["app-1"], 1, 0.5) == pytest.approx(0.9)
+    assert quota_use(found["app-2"], 2, 0.5) == pytest.approx(0.85)
+    assert quota_use(found["plain-2"], 2, 0.5) == pytest.approx(0.5)
+    text = "\n".join(report(_results(found, worker_cpu=0.5)))
+    assert "Each worker host held to 0.5 of a core" in text
+    row = "| worker hosts' CPU / their quota (0.5 of a core each) | 90% | 85% | 50% | 50% |"
+    assert row in text
+    assert "their quota" not in "\n".join(report(_results(_found())))
