@@ -174,21 +174,29 @@ def sink_report(
                  + " |")  # fmt: skip
     lines.append("| hosts' processes / machine busy | " + " | ".join(f"{s:.0%}" for s in share)
                  + " |")  # fmt: skip
+    used = [quota_use(found[k], int(k[-1]), worker_cpu) for k in keys] if worker_cpu else []
     if worker_cpu:
-        used = [quota_use(found[k], int(k[-1]), worker_cpu) for k in keys]
         lines.append(f"| worker hosts' CPU / their quota ({worker_cpu:g} of a core each) | "
                      + " | ".join(f"{u:.0%}" for u in used) + " |")  # fmt: skip
-    lines += [
-        "",
-        *trend_report(found),
-        "",
-        *timeline_report(found),
-        "",
+    lines += ["", *trend_report(found), "", *timeline_report(found), ""]
+    if worker_cpu:
+        return [*lines, quota_verdict(used[0], used[1])]
+    return [
+        *lines,
         *verdict_report(v, g),
         "",
         *projection_report(projection(found, batch_lines, partitions), partitions),
     ]
-    return lines
+
+
+def quota_verdict(one: float, two: float) -> str:
+    """Under --worker-cpu: what bound the runs, from the worker hosts' use of their quota."""
+    bound = "the workers' quota" if min(one, two) >= 0.9 else "not the quota alone"
+    return (
+        f"Verdict under the quota: bounded by **{bound}**: the worker hosts used {one:.0%} "
+        f"of theirs with one worker and {two:.0%} with two. No projection: a batch's "
+        "timeline here is the quota's (the runs without --worker-cpu project)."
+    )
 
 
 def trend_report(found: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -266,4 +266,9 @@ def test_under_worker_quotas_the_report_says_how_much_of_them_was_used() -> None
     assert "Each worker host held to 0.5 of a core" in text
     row = "| worker hosts' CPU / their quota (0.5 of a core each) | 90% | 85% | 50% | 50% |"
     assert row in text
+    assert "bounded by **not the quota alone**: the worker hosts used 90% of theirs with " in text
+    assert "No projection" in text and "Projection for N executor cores" not in text
+    found["app-2"][0]["cpu_s"]["Python workers"] = 1.7  # 95%: the quota is the bound
+    text = "\n".join(report(_results(found, worker_cpu=0.5)))
+    assert "bounded by **the workers' quota**" in text
     assert "their quota" not in "\n".join(report(_results(_found())))
