@@ -35,6 +35,7 @@ import os
 ENV = "STREAMING_APP_JVM_C1"
 # STREAMING_APP_JVM_C1's value that keeps C1 for the driver alone (0: for neither).
 DRIVER_ONLY = "driver"
+CHOICES = ("1", "0", DRIVER_ONLY)  # the values the app accepts (settings/loading.py)
 JAVA_TOOL_OPTIONS = "JAVA_TOOL_OPTIONS"
 EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
 C1_ONLY = "-XX:TieredStopAtLevel=1"

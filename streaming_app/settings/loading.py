@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streaming_app.common import jvm_jit
 from streaming_app.common.fs import is_local_path
 from streaming_app.errors import ConfigError
 from streaming_app.settings.schema import (
@@ -72,6 +73,11 @@ def load_config(
             raw[key] = (value, f"environment {name}")
         else:
             errors.append(f"environment {name}: unknown setting")
+    jit = env.get(jvm_jit.ENV)
+    if jit is not None and jit not in jvm_jit.CHOICES:  # not a setting, but checked as one
+        errors.append(
+            f"environment {jvm_jit.ENV}: {jit!r} is not one of {', '.join(jvm_jit.CHOICES)}"
+        )
     for key, flag_value in (cli or {}).items():
         if flag_value is not None:
             flag = "--sink" if key == "sinks" else f"--{key.replace('_', '-')}"

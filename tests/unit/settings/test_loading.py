@@ -540,6 +540,11 @@ def test_the_jit_switch_is_not_a_setting() -> None:
     # STREAMING_APP_JVM_C1=0 (common/jvm_jit.py) is read by the launcher, not a setting:
     # a user who turns C1-only off must not get "unknown setting" (exit 2).
     assert load_config(env={"STREAMING_APP_JVM_C1": "0"}).port == 9999
+    assert load_config(env={"STREAMING_APP_JVM_C1": "driver"}).port == 9999
+    # A value it does not know is refused (exit 2) naming the variable, not taken as on.
+    assert "environment STREAMING_APP_JVM_C1: 'executors' is not one of 1, 0, driver" in (
+        config_error(env={"STREAMING_APP_JVM_C1": "executors"})
+    )
 
 
 def test_the_postgres_fillfactor_is_a_per_cent_from_10_to_100() -> None:
