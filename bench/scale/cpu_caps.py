@@ -55,20 +55,26 @@ class CpuCaps:
         self.groups = {
             name: self.base / f"streaming-app-bench-{os.getpid()}-{name}" for name in namespaces
         }
+        self.made: list[Path] = []  # the groups this made, and so removes
 
     def __enter__(self) -> CpuCaps:
-        if self.version == 2:
-            # Children of the root get the cpu controller (harmless when they have it).
-            (self.base / "cgroup.subtree_control").write_text("+cpu")
         quota = quota_us(self.share)
-        for group in self.groups.values():
-            group.mkdir()
+        try:
             if self.version == 2:
-                (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-            else:
-                (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-                (group / "cpu.cfs_quota_us").write_text(str(quota))
-        self.sweep()
+                # Children of the root get the cpu controller (harmless when they have it).
+                (self.base / "cgroup.subtree_control").write_text("+cpu")
+            for group in self.groups.values():
+                group.mkdir()
+                self.made.append(group)
+                if self.version == 2:
+                    (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+                else:
+                    (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                    (group / "cpu.cfs_quota_us").write_text(str(quota))
+            self.sweep()
+        except BaseException:
+            self.__exit__(None, None, None)  # no group left behind
+            raise
         return self
 
     def add(self, host: str, pid: int) -> None:
@@ -96,11 +102,12 @@ class CpuCaps:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        for host, group in self.groups.items():
-            if not group.exists():
-                continue
-            for pid in self.members(host):  # what is left goes back to the root group
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    (self.base / "cgroup.procs").write_text(str(pid))
+        for group in self.made:
+            with contextlib.suppress(OSError):
+                left = (group / "cgroup.procs").read_text().split()
+                for pid in left:  # what is left goes back to the root group
+                    with contextlib.suppress(ProcessLookupError, OSError):
+                        (self.base / "cgroup.procs").write_text(pid)
             with contextlib.suppress(OSError):
                 group.rmdir()
+        self.made = []

@@ -4,6 +4,7 @@ cgroup tree of plain files: the quota written, processes moved in, and out again
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def test_each_worker_host_gets_its_group_with_the_quota_and_its_processes(
         assert caps.members("wb") == [201, 202]
     # What was left went back to the root group.
     assert moved[cpu] == ["101", "102", "201", "202"]
+
+
+def test_a_group_that_cannot_be_made_leaves_none_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cpu = _v1(tmp_path)
+    taken = cpu / f"streaming-app-bench-{os.getpid()}-wb"
+    taken.write_text("not ours")  # wb's name is taken
+    removed: list[str] = []
+
+    def rmdir(path: Path) -> None:  # cgroupfs: a group's files go with it
+        removed.append(path.name)
+        shutil.rmtree(path)
+
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+    with pytest.raises(FileExistsError), CpuCaps({"wa": "a", "wb": "b"}, 0.5, root=tmp_path):
+        pass
+    assert removed == [f"streaming-app-bench-{os.getpid()}-wa"]
+    assert taken.read_text() == "not ours"
