@@ -6,17 +6,31 @@ more (a core, less what the suite's other tests take)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from bench.harness.proc_cpu import namespace_inodes, namespace_pids
 from bench.scale.cpu_caps import CpuCaps
 from tests.integration import netns
 
 pytestmark = pytest.mark.netns
 
 SPIN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
+
+
+def _spinning(host: netns.Host) -> subprocess.Popen[bytes]:
+    """A busy process on `host`, once it runs there (this Python, not a PATH shim that
+    could fork: `ip netns exec` enters the namespace and execs it under the same pid)."""
+    proc: subprocess.Popen[bytes] = host.popen([sys.executable, "-c", SPIN])
+    deadline = time.monotonic() + 30
+    while proc.pid not in namespace_pids(namespace_inodes([host.netns])):
+        assert time.monotonic() < deadline, f"pid {proc.pid} never ran on {host.name}"
+        time.sleep(0.05)
+    return proc
 
 
 def _cpu_s(pid: int) -> float:
@@ -36,11 +50,11 @@ def test_a_worker_host_under_a_quota_gets_its_share_of_a_core(network: netns.Net
     held, free = network.add_host("wa"), network.add_host("wb")
     # One already running on the held host (a worker daemon), one started after (plain
     # Python's process, added by its pid), and one on the free host.
-    early = held.popen(["python3", "-c", SPIN])
+    early = _spinning(held)
     with CpuCaps({"wa": held.netns}, 0.1) as caps:
-        late = held.popen(["python3", "-c", SPIN])
+        late = held.popen([sys.executable, "-c", SPIN])
         caps.add("wa", late.pid)
-        other = free.popen(["python3", "-c", SPIN])
+        other = _spinning(free)
         try:
             assert early.pid in caps.members("wa")
             time.sleep(0.5)
