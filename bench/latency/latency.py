@@ -150,15 +150,14 @@ def run_app(
     name = f"lat-{engine}-{sink}-{words}-{interval}s-{uuid.uuid4().hex[:6]}"
     run_dir = workdir / name
     run_dir.mkdir(parents=True)
+    table = run_table(run_dir)  # the postgres sink's, the app's or the peer's
     window: list[int] = []
     load = Load(bootstrap, topic, words)
     load.start()
     app: AppRun | StructuredRun | None = None
     try:
         if engine == "peer":
-            output = (
-                [APP_OUTPUT] if sink == "files" else [APP_POSTGRES, f"{DSN},{run_table(run_dir)}"]
-            )
+            output = [APP_OUTPUT] if sink == "files" else [APP_POSTGRES, f"{DSN},{table}"]
             peer = StructuredRun.start(
                 run_dir, None, run_dir / "checkpoint", "--kafka", f"{bootstrap},{topic},0",
                 ENGINE_SETTINGS, APP_TOKENIZER, *output,
@@ -166,9 +165,7 @@ def run_app(
             app = peer
             peer.wait_for(lambda events: any("batch" in e for e in events), 300)
             read = (
-                peer_reader(run_dir / "output")
-                if sink == "files"
-                else postgres_reader(DSN, run_table(run_dir))
+                peer_reader(run_dir / "output") if sink == "files" else postgres_reader(DSN, table)
             )
         else:
             started = AppRun.start(
@@ -179,7 +176,7 @@ def run_app(
             if sink == "files":
                 read = files_reader(run_dir / "output")
             else:
-                read = postgres_reader(DSN, run_table(run_dir))
+                read = postgres_reader(DSN, table)
         time.sleep(warmup)
         if isinstance(app, AppRun) and engine == "dstream":
             with contextlib.suppress(RuntimeError):  # not drained: probed all the same
@@ -192,7 +189,7 @@ def run_app(
             app.stop()
         if sink == "postgres":
             with contextlib.suppress(Exception):
-                drop_tables(run_table(run_dir))
+                drop_tables(table)
     start, end = window
     if isinstance(app, StructuredRun):
         events = [e for e in app.events() if "batch" in e and start <= e["at"] * 1000 <= end]

@@ -81,20 +81,16 @@ class CpuCaps:
         """A process just started on `host` (its children inherit the group)."""
         (self.groups[host] / "cgroup.procs").write_text(str(pid))
 
-    def sweep(self) -> int:
-        """Every process now in a worker host's namespace into that host's group; how many."""
-        moved = 0
+    def sweep(self) -> None:
+        """Every process now in a worker host's namespace into that host's group."""
         for host, netns in self.namespaces.items():
             for pid in namespace_pids(namespace_inodes([netns])):
-                with contextlib.suppress(ProcessLookupError, OSError):
+                with contextlib.suppress(OSError):  # ended meanwhile (ProcessLookupError)
                     self.add(host, pid)
-                    moved += 1
-        return moved
 
     def members(self, host: str) -> list[int]:
         """The pids in `host`'s group now."""
-        text = (self.groups[host] / "cgroup.procs").read_text()
-        return [int(line) for line in text.split()]
+        return _procs(self.groups[host])
 
     def __exit__(
         self,
@@ -104,10 +100,14 @@ class CpuCaps:
     ) -> None:
         for group in self.made:
             with contextlib.suppress(OSError):
-                left = (group / "cgroup.procs").read_text().split()
-                for pid in left:  # what is left goes back to the root group
-                    with contextlib.suppress(ProcessLookupError, OSError):
-                        (self.base / "cgroup.procs").write_text(pid)
+                for pid in _procs(group):  # what is left goes back to the root group
+                    with contextlib.suppress(OSError):  # ended meanwhile
+                        (self.base / "cgroup.procs").write_text(str(pid))
             with contextlib.suppress(OSError):
                 group.rmdir()
         self.made = []
+
+
+def _procs(group: Path) -> list[int]:
+    """The pids in a group now."""
+    return [int(pid) for pid in (group / "cgroup.procs").read_text().split()]

@@ -133,7 +133,6 @@ def sink_report(
 ) -> list[str]:  # fmt: skip
     """One sink's tables: rates and gains, CPU a word by class, the timeline, projection."""
     g = gains(found)
-    v = verdict(found)
     lines = [
         f"### Sink: {sink}",
         "",
@@ -174,8 +173,9 @@ def sink_report(
                  + " |")  # fmt: skip
     lines.append("| hosts' processes / machine busy | " + " | ".join(f"{s:.0%}" for s in share)
                  + " |")  # fmt: skip
-    used = [quota_use(found[k], int(k[-1]), worker_cpu) for k in keys] if worker_cpu else []
+    used: list[float] = []
     if worker_cpu:
+        used = [quota_use(found[k], int(k[-1]), worker_cpu) for k in keys]
         lines.append(f"| worker hosts' CPU / their quota ({worker_cpu:g} of a core each) | "
                      + " | ".join(f"{u:.0%}" for u in used) + " |")  # fmt: skip
     lines += ["", *trend_report(found), "", *timeline_report(found), ""]
@@ -183,7 +183,7 @@ def sink_report(
         return [*lines, quota_verdict(used[0], used[1])]
     return [
         *lines,
-        *verdict_report(v, g),
+        *verdict_report(verdict(found), g),
         "",
         *projection_report(projection(found, batch_lines, partitions), partitions),
     ]
