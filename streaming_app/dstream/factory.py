@@ -31,7 +31,7 @@ from streaming_app.settings.schema import AppConfig
 from streaming_app.sinks.attach import attach_sinks
 from streaming_app.sinks.commit import attach_commit
 from streaming_app.sources.build import build_source
-from streaming_app.state.buckets import batch_buckets, batch_items, keep_totals
+from streaming_app.state.buckets import batch_buckets, batch_pairs, keep_totals
 from streaming_app.state.view import StateView
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,8 @@ def batch_counts(lines: DStream[str], config: AppConfig, partitions: int) -> tup
     with state buckets the same values as batch_buckets (what the state is updated with).
     """
     if config.state_buckets:
-        reduce = reduce_functions(config)[0]
-        batch = batch_buckets(
-            per_partition(lines, config), config.state_buckets, reduce, partitions
-        )
-        pairs = batch.flatMap(batch_items)
+        batch = batch_buckets(per_partition(lines, config), config.state_buckets, partitions)
+        pairs = batch_pairs(batch, reduce_functions(config)[0])
     else:
         batch = None
         pairs = pre_aggregated(lines, config, partitions)

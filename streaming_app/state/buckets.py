@@ -26,12 +26,15 @@ the sinks read the changed totals, the tops and the counts without unpacking eit
 (state/view.py).
 
 A batch reaches the state in one shuffle (batch_buckets): each partition's counts are
-grouped by bucket where they were counted, the bucket dicts are partitioned by bucket,
-and each bucket's dicts are merged into one. Partitioned like the state, the batch is
-merged with it without moving the state (update_buckets), where PySpark's
-updateStateByKey would first reduce the batch by key (a shuffle of every word) and then
-partition it by bucket (a second one). The batch's (key, value) pairs for the other
-sinks are the merged buckets' items.
+grouped by bucket where they were counted, and the bucket dicts are partitioned by
+bucket. Partitioned like the state, the batch is merged with it without moving the state
+(update_buckets), where PySpark's updateStateByKey would first reduce the batch by key (a
+shuffle of every word) and then partition it by bucket (a second one). The state's merge
+reads the shuffled dicts itself (merge_states), several per bucket, one from each
+partition that counted the bucket's keys: reducing them first, in a Python pass of their
+own, cost each state partition a second Python worker and a pickling of the batch to the
+JVM and back. The batch's (key, value) pairs for the other sinks are its buckets' dicts
+reduced (batch_pairs).
 """
 
 from __future__ import annotations
@@ -169,10 +172,12 @@ def merge_bucket(
 ) -> Bucket | None:
     """A bucket after the batch: each new value through the job's update (one key's).
 
-    The update runs once per key of the batch; the rest of the bucket is unpacked and
-    packed again but not visited. A key the update drops (None) is removed and not
-    listed as changed: neither job drops a key that has a total. A bucket with no key
-    left is dropped (None).
+    `new` holds the batch's dicts for the bucket, one per partition that counted its keys
+    (or one, reduced): the update runs once per key of each, so a key counted in two
+    partitions is added twice, as a sum's update would add the two values at once. The
+    rest of the bucket is unpacked and packed again but not visited. A key the update
+    drops (None) is removed and not listed as changed: neither job drops a key that has a
+    total. A bucket with no key left is dropped (None).
     """
     totals: Totals = unpack(state.packed) if state is not None else {}
     changed: Totals = {}
@@ -253,15 +258,20 @@ def batch_items(record: tuple[int, tuple[Totals]]) -> Iterable[tuple[str, Any]]:
     return record[1][0].items()
 
 
-def batch_buckets(pairs: Any, buckets: int, reduce: Any, partitions: int) -> Any:
-    """A DStream of each partition's (key, value) pairs as one merged record per bucket.
+def batch_buckets(pairs: Any, buckets: int, partitions: int) -> Any:
+    """A DStream of each partition's (key, value) pairs as (bucket, {key: value}) records,
+    one per bucket and counting partition, not yet reduced (merge_states reduces them).
 
     Its RDDs are partitioned by bucket into `partitions` (PySpark's portable_hash).
     """
     bucketed = pairs.mapPartitions(partial(by_bucket, buckets=buckets))
-    return bucketed.partitionBy(partitions).mapPartitions(
-        partial(merge_parts, reduce=reduce), preservesPartitioning=True
-    )
+    return bucketed.partitionBy(partitions)
+
+
+def batch_pairs(batch: Any, reduce: Any) -> Any:
+    """The (key, value) pairs of batch_buckets' DStream, one per key (for the other sinks)."""
+    merged = batch.mapPartitions(partial(merge_parts, reduce=reduce), preservesPartitioning=True)
+    return merged.flatMap(batch_items)
 
 
 def merge_states(
@@ -269,12 +279,18 @@ def merge_states(
 ) -> Iterator[tuple[int, Bucket]]:
     """A partition of the state and the batch together: the state after the batch.
 
-    Only the buckets the batch has keys for are unpacked; the others pass through.
+    The batch's records are the shuffled bucket dicts (batch_buckets), several to a
+    bucket; a context built before they came unreduced hands them over reduced, as
+    merge_parts' (bucket, (dict,)) records. Only the buckets the batch has keys for are
+    unpacked; the others pass through.
     """
     states: dict[int, Bucket] = {}
     parts: dict[int, list[Totals]] = {}
     for index, value in records:
-        if type(value) is tuple:  # the batch's part (merge_parts)
+        kind = type(value)
+        if kind is dict:  # a part of the batch (batch_buckets)
+            parts.setdefault(index, []).append(value)
+        elif kind is tuple:  # the batch's part reduced (merge_parts, an older graph)
             parts.setdefault(index, []).append(value[0])
         else:
             states[index] = value

@@ -31,7 +31,7 @@ import pytest
 from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.sinks.files_layout import WINDOW, read_totals, totals_name
 from streaming_app.sinks.postgres.writer import read_totals as read_pg_totals
-from streaming_app.state.buckets import by_bucket, merge_parts, next_state
+from streaming_app.state.buckets import batch_buckets, next_state
 from streaming_app.structured.windows import WINDOW_QUERY
 from tests.integration.batch_waits import wait_window_past
 from tests.integration.driver_spy import Spy, spy_on
@@ -90,11 +90,7 @@ def _lines(words: list[str]) -> list[str]:
 
 
 def _batch(sc: Any, lines: list[str]) -> Any:
-    counted = sc.parallelize(lines, 3).mapPartitions(count_words)
-    bucketed = counted.mapPartitions(partial(by_bucket, buckets=BUCKETS))
-    return bucketed.partitionBy(PARTITIONS).mapPartitions(
-        partial(merge_parts, reduce=add_counts), preservesPartitioning=True
-    )
+    return batch_buckets(sc.parallelize(lines, 3).mapPartitions(count_words), BUCKETS, PARTITIONS)
 
 
 def test_the_dstream_sinks_bring_no_rows_to_the_driver(

@@ -1,6 +1,7 @@
 """The bucketed state on real Spark (local mode, in this process): batch_buckets' RDDs
-merged into the state by next_state without moving the state, and a state partitioned
-by another driver process (a checkpoint) partitioned anew, with exact totals either way.
+merged into the state by next_state without moving the state, in one Python pass per
+partition, and a state partitioned by another driver process (a checkpoint) partitioned
+anew, with exact totals either way.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import pytest
 
 from streaming_app.jobs.text import add_counts, count_words, update_count
 from streaming_app.state.buckets import (
-    batch_items,
+    batch_buckets,
+    batch_pairs,
     bucket_items,
-    by_bucket,
     merge_parts,
     new_bucket,
     next_state,
@@ -41,12 +42,13 @@ def sc() -> Iterator[Any]:
 
 
 def _batch(sc: Any, lines: list[str]) -> Any:
-    """What batch_buckets makes of one batch's lines, on an RDD."""
-    counted = sc.parallelize(lines, 3).mapPartitions(count_words)
-    bucketed = counted.mapPartitions(partial(by_bucket, buckets=BUCKETS))
-    return bucketed.partitionBy(PARTITIONS).mapPartitions(
-        partial(merge_parts, reduce=add_counts), preservesPartitioning=True
-    )
+    """What batch_buckets makes of one batch's lines, as the state's update gets it from
+    the stream: read with the stream's serializer (PySpark's TransformFunction wraps each
+    RDD of a transformed DStream so), which loads the shuffle's output as it is."""
+    from pyspark import RDD
+
+    rdd = batch_buckets(sc.parallelize(lines, 3).mapPartitions(count_words), BUCKETS, PARTITIONS)
+    return RDD(rdd._jrdd, sc, sc.serializer)
 
 
 def _lines(rng: random.Random, n: int) -> list[str]:
@@ -56,6 +58,11 @@ def _lines(rng: random.Random, n: int) -> list[str]:
 def _shuffles(rdd: Any) -> int:
     """ShuffledRDDs in an RDD's lineage (its debug string)."""
     return str(rdd.toDebugString().decode()).count("ShuffledRDD")
+
+
+def _python_passes(rdd: Any) -> int:
+    """PythonRDDs in an RDD's lineage: each a Python worker's pass over its partitions."""
+    return str(rdd.toDebugString().decode()).count("PythonRDD[")
 
 
 def _step(state: Any, batch: Any) -> Any:
@@ -68,16 +75,19 @@ def test_the_state_stays_where_it_is_and_the_totals_are_exact(sc: Any) -> None:
     state = None
     for lines in batches:
         batch = _batch(sc, lines)
-        assert dict(batch.flatMap(batch_items).collect()) == Counter(
+        assert dict(batch_pairs(batch, add_counts).collect()) == Counter(
             w for line in lines for w in line.split()
         )
         if state is not None:
             # Partition-aware: the union keeps 2 partitions, and the new state's lineage
             # adds only the batch's own shuffle to the state's.
             assert state.union(batch).getNumPartitions() == PARTITIONS
-            before = _shuffles(state)
+            before, passes = _shuffles(state), _python_passes(state)
             state = _step(state, batch)
             assert _shuffles(state) == before + 1
+            # Two passes: the counting (up to the shuffle) and the merge into the state,
+            # which reads the shuffled dicts itself.
+            assert _python_passes(state) == passes + 2
         else:
             state = _step(state, batch)
         state.count()
@@ -91,7 +101,10 @@ def test_a_state_partitioned_by_another_process_is_partitioned_anew(sc: Any) -> 
     # A state as a checkpoint gives it back: partitioned by a partitioner Spark cannot
     # tell is the same (another process's function id).
     old = dict(
-        _batch(sc, first).map(lambda r: (r[0], new_bucket(r[1][0], update_count, 0))).collect()
+        _batch(sc, first)
+        .mapPartitions(partial(merge_parts, reduce=add_counts))
+        .map(lambda r: (r[0], new_bucket(r[1][0], update_count, 0)))
+        .collect()
     )
     state = sc.parallelize(list(old.items()), PARTITIONS).partitionBy(
         PARTITIONS, partitionFunc=lambda bucket: bucket

@@ -230,6 +230,34 @@ def test_a_batch_through_one_shuffle_gives_the_per_key_totals_over_many_batches(
     assert all(hash(b) % partitions == i for i, part in enumerate(state) for b, _ in part)
 
 
+@pytest.mark.parametrize("update", [update_count, update_sum], ids=["count", "exact sum"])
+def test_the_state_merges_the_shuffled_dicts_as_it_merges_them_reduced(update: Any) -> None:
+    # What the factory hands the state (batch_buckets): each counting partition's dicts,
+    # several to a bucket. The state after each batch equals the one merge_parts' reduced
+    # records give (a context built before), totals, changes, figures and tops alike.
+    rng = random.Random(13)
+    words = [f"w{i}" for i in range(300)]
+    one = Decimal(1) if update is update_sum else 1
+    reduce = add_sums if update is update_sum else add_counts
+    unreduced: list[tuple[int, Any]] = []
+    reduced: list[tuple[int, Any]] = []
+    for _ in range(6):
+        parts = [Counter(rng.choices(words, k=120)) for _ in range(3)]
+        bucketed = [
+            r for part in parts for r in by_bucket(((k, v * one) for k, v in part.items()), 8)
+        ]
+        assert len(bucketed) > len({b for b, _ in bucketed})  # buckets in several parts
+        copies = pickle.loads(pickle.dumps(bucketed))  # a task's own dicts, as unpickled
+        unreduced = list(merge_states(unreduced + bucketed, update, top_n=3))
+        reduced = list(merge_states(reduced + list(merge_parts(copies, reduce)), update, top_n=3))
+        assert _opened(unreduced) == _opened(reduced)
+
+
+def _opened(records: list[tuple[int, Bucket]]) -> dict[int, tuple[Any, ...]]:
+    """Each bucket's totals unpacked, with the rest of its record."""
+    return {index: (_totals(b), b.changed, b.top, b.keys, b.total, b.added) for index, b in records}
+
+
 def test_merge_states_tells_the_batch_from_the_state_whatever_the_order() -> None:
     for state_first in (True, False):
         # Fresh dicts each time: merge_states updates what it was given, as in a task.
@@ -240,6 +268,11 @@ def test_merge_states_tells_the_batch_from_the_state_whatever_the_order() -> Non
     # A bucket only in the batch starts through the update function, like a new key.
     [(index, merged)] = merge_states([(4, ({"c": 3},))], update_count)
     assert (index, _totals(merged)) == (4, {"c": 3})
+    # The shuffled dicts as they come (batch_buckets), two parts of one bucket.
+    state = (6, _state({"a": 5}))
+    [(index, merged)] = merge_states([(6, {"a": 1}), state, (6, {"a": 2, "b": 1})], update_count)
+    assert (index, _totals(merged), merged.changed) == (6, {"a": 8, "b": 1}, {"a": 8, "b": 1})
+    assert merged.added == 4
     [(index, merged)] = merge_states([(5, _state({"d": 1}))], update_count)
     assert (index, _totals(merged)) == (5, {"d": 1})
 
