@@ -54,12 +54,14 @@ def test_bucket_of_is_stable_and_in_range() -> None:
 
 
 def test_by_bucket_groups_a_partition_without_losing_a_pair() -> None:
-    pairs = [(f"w{i}", i) for i in range(500)]
+    pairs = [(f"w{i}", i) for i in range(500)] + [("café", 1), ("\udcff", 2), ("İ", 3)]
     records = list(by_bucket(pairs, 16))
     assert len({b for b, _ in records}) == len(records)  # one record per bucket
     flat = [pair for _, values in records for pair in values.items()]
     assert sorted(flat) == sorted(pairs)
     assert all(bucket_of(k, 16) == b for b, d in records for k in d)
+    # The keyed-sum job's bad rows (the key None) in a record of their own.
+    assert dict(by_bucket([("a", 1), (None, 5)], 4))[NO_BUCKET] == {None: 5}
 
 
 def _per_key(batches: list[Counter[str]]) -> dict[str, int]:
