@@ -20,8 +20,11 @@ from streaming_app.settings.rules import DEFAULT_TOKEN_PATTERN
 # apostrophe the default pattern's words are exactly the runs of letters and digits, so
 # translating the rest to spaces and splitting finds them, in C and without the regex.
 _ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
-# count_words tokenizes this many lines as one text when they allow the shortcut.
+# count_words tokenizes this many lines as one text when they allow the shortcut, in
+# pieces of about PIECE_CHARS: the words of a piece stay in the CPU's caches while they
+# are counted (30,000 lines as one 1.5 MB text: 76-82 ms of CPU; in 16 KiB pieces, 50-55).
 CHUNK_LINES = 1000
+PIECE_CHARS = 1 << 14
 
 
 @lru_cache(maxsize=16)
@@ -68,14 +71,28 @@ def count_words(
     while chunk := list(islice(remaining, CHUNK_LINES)):
         # The usual input is ASCII: then the whole chunk is one text for the shortcut,
         # which saves the per-line calls (a separator between lines keeps words apart).
-        text = "\n".join(chunk)
+        text = chunk[0] if len(chunk) == 1 else "\n".join(chunk)
         if text.isascii() and "'" not in text:
-            counts.update(_ascii_words(text.lower() if lowercase else text))
+            for piece in pieces(text, PIECE_CHARS):
+                counts.update(_ascii_words(piece.lower() if lowercase else piece))
         else:  # line by line: findall over one long text is slower than per line
             for item in chunk:  # an item may be many lines (the Kafka reader's `joined`)
                 for line in item.split("\n"):
                     counts.update(tokenize(line, pattern, lowercase))
     return iter(counts.items())
+
+
+def pieces(text: str, size: int) -> Iterator[str]:
+    """`text` in consecutive pieces of about `size` characters, each cut after a newline
+    (so no line, and no word, is cut in two); the pieces joined are the text."""
+    start, end = 0, len(text)
+    while end - start > size:
+        cut = text.find("\n", start + size) + 1
+        if not cut:
+            break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 def add_counts(a: int, b: int) -> int:

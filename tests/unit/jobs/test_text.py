@@ -14,6 +14,7 @@ from streaming_app.jobs.text import (
     _compiled,
     add_counts,
     count_words,
+    pieces,
     tokenize,
     update_count,
 )
@@ -173,3 +174,29 @@ def test_lines_joined_with_newlines_count_as_the_lines_one_by_one(
         items.append("\n".join(lines[at : at + size]))
         at += size
     assert dict(count_words(iter(items), lowercase=lowercase)) == dict(expected)
+
+
+@pytest.mark.parametrize("size", [1, 5, 64])
+def test_pieces_cut_after_newlines_and_join_to_the_text(size: int) -> None:
+    text = "\n".join(_random_lines(13, 300, string.ascii_letters + " "))
+    cut = list(pieces(text, size))
+    assert "".join(cut) == text
+    assert all(piece.endswith("\n") for piece in cut[:-1])
+    assert all(len(piece) >= size for piece in cut[:-1])
+    assert len(cut) > 1
+    assert list(pieces("no newline at all, however long", 3)) == ["no newline at all, however long"]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_text_counted_in_pieces_counts_as_the_lines_one_by_one(
+    lowercase: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small pieces: every joined text is cut many times, never inside a line.
+    monkeypatch.setattr("streaming_app.jobs.text.PIECE_CHARS", 50)
+    lines = _random_lines(17, 3 * CHUNK_LINES, string.ascii_letters + string.digits + " .,")
+    expected: Counter[str] = Counter()
+    for line in lines:
+        expected.update(tokenize(line, DEFAULT_TOKEN_PATTERN, lowercase))
+    joined = ["\n".join(lines[i : i + 700]) for i in range(0, len(lines), 700)]
+    assert dict(count_words(iter(joined), lowercase=lowercase)) == dict(expected)
+    assert dict(count_words(iter(lines), lowercase=lowercase)) == dict(expected)
