@@ -1,3 +1,3 @@
 """streaming_app: recoverable PySpark DStream word counts over socket, directory and Kafka input."""
 
-__version__ = "0.5.3"
+__version__ = "0.5.4"

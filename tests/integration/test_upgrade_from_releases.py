@@ -192,7 +192,8 @@ def test_a_checkpoint_of_0_4_0_recovers_with_this_code_as_it_is(
     """The modules moved since 0.4.0 (commit 9827bb2; driver/ is dstream/ now) and the
     version is 0.5.0, whose checkpoint is 0.4.0's (RECOVERED_AS_IS): its DStream
     checkpoint, whose graph names them, is recovered as it is, and counting goes on
-    exactly."""
+    exactly. Its graph hands the state each batch's bucket dicts reduced (merge_parts'
+    records, as every graph before 0.5.4's), which this version's merge still takes."""
     # By the version docs/upgrades.md names, not by RECOVERED_AS_IS: a guard that dropped
     # 0.4.0 from it would otherwise skip this test instead of failing it.
     if not __version__.startswith("0.5."):

@@ -74,6 +74,18 @@ RECORDED: dict[str, dict[str, str]] = {
         "state bucket record": "fb07c4437456",
         "structured checkpoint": "138d8aaff10d",
     },
+    "0.5.4": {
+        "checkpoint metadata": "694427666892",
+        "files sink layout": "f0f6d3af1bbf",
+        "files source log": "6744380b5366",
+        "kafka offset and commit logs": "9789e7ca5ff4",
+        "metrics file record": "1532bdd5ea1d",
+        "postgres tables": "f41246997b40",
+        "prometheus series": "231ad8e0da1e",
+        "snapshot manifest": "5c7d4e6a9803",
+        "state bucket record": "fb07c4437456",
+        "structured checkpoint": "138d8aaff10d",
+    },
 }
 
 
