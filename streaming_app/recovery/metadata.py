@@ -261,9 +261,10 @@ def setting_changes(
 # pickles names the same functions and holds the same records (test_checkpoint_references,
 # test_upgrade_from_releases). 0.5.4's graph hands the state a batch's bucket dicts as the
 # shuffle leaves them, which 0.5.3's merge cannot take (so 0.5.3 refuses a 0.5.4 checkpoint
-# by its version), and 0.5.4's merge still takes the reduced ones of the graphs before. 0.5.0 added the postgres sink's staging table, not a change
-# to the checkpoint; 0.5.1 added a reference (the files source's late files read the
-# newest snapshot's list), so 0.5.0 cannot load its checkpoints, but 0.5.1 loads 0.5.0's;
+# by its version), and 0.5.4's merge still takes the reduced ones of the graphs before.
+# 0.5.0 added the postgres sink's staging table, not a change to the checkpoint; 0.5.1
+# added a reference (the files source's late files read the newest snapshot's list), so
+# 0.5.0 cannot load its checkpoints, but 0.5.1 loads 0.5.0's;
 # 0.5.2 changed the Prometheus series and settings, 0.5.3 the postgres totals table's
 # fillfactor, neither the checkpoint (0.5.2 left 0.5.1 out of this set by mistake, and
 # refused 0.5.1's checkpoints, which upgrades.md says it recovers).
