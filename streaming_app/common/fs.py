@@ -91,8 +91,14 @@ class LocalFs:
             return handle.read()
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Write a file so that readers see all of it or none: temp file, fsync, rename."""
+        """Write a file so that readers see all of it or none: temp file, fsync, rename.
+
+        A checksum Hadoop's local file system kept for an earlier file of that name
+        (`.NAME.crc`) is removed first: Hadoop would find the new content did not match it.
+        """
         directory = os.path.dirname(path) or "."
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, f".{os.path.basename(path)}.crc"))
         fd, temp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
         try:
             with os.fdopen(fd, "wb") as handle:

@@ -48,3 +48,29 @@ def test_list_names_gives_hadoops_own_names_of_every_entry(tmp_path: Path, comma
     assert sorted(listed) == sorted(one_by_one) == sorted(names)
     assert fs.list_names(str(tmp_path / "delta-1795977768000")) == []  # an empty directory
     assert fs.list_names(str(tmp_path / "missing")) == []
+
+
+@pytest.mark.usefixtures("gateway")
+def test_a_local_write_is_pythons_and_hadoop_reads_it_over_its_own_checksum(
+    tmp_path: Path,
+) -> None:
+    """On the local file system write_atomic and mkdirs are Python's (Hadoop's forked
+    `chmod` twice a file), and Hadoop reads what they wrote: the checksum file Hadoop kept
+    for the file replaced is gone, where Hadoop would refuse the new content against it."""
+    fs = HadoopFs.from_gateway(str(tmp_path))
+    target = tmp_path / "logs" / "commit-1"
+    # Hadoop's own write first: it leaves a checksum file beside the data.
+    out = fs._fs.create(fs._path(f"file:{target}"), True)
+    out.write(bytearray(b"written by Hadoop"))
+    out.close()
+    checksum = tmp_path / "logs" / ".commit-1.crc"
+    assert checksum.exists()
+    fs.write_atomic(f"file://{target}", b"written again")
+    assert fs.read_bytes(str(target)) == b"written again"  # through Hadoop's checksummed read
+    assert not checksum.exists()  # Python's write: no checksum of its own either
+    fs.mkdirs(str(tmp_path / "a" / "b"))
+    assert (tmp_path / "a" / "b").is_dir()
+    # local_path names what Hadoop names, without asking the JVM.
+    for path in (str(tmp_path / "with space"), f"file://{tmp_path}/per%25cent", "relative/x"):
+        hadoop = str(fs._fs.makeQualified(fs._path(path)).toUri().getPath())
+        assert fs.local_path(path) == hadoop.rstrip("/")
