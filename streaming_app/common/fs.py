@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -34,12 +35,16 @@ def join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def local_path(directory: str) -> str | None:
-    """The local path of a directory given as a plain path or a `file:` URI, else None
-    (another scheme: HDFS, S3)."""
+    """The local path of a directory given as a plain path or a `file:` URI (no host, or
+    localhost), else None (another scheme: HDFS, S3; a `file:` URI of another host)."""
     if directory.startswith("file:"):
-        return urlparse(directory).path or None
-    return None if "://" in directory else directory
+        parsed = urlparse(directory)
+        return parsed.path or None if parsed.netloc in ("", "localhost") else None
+    return None if "://" in directory or _SCHEME.match(directory) else directory
 
 
 def temp_path(path: str) -> str:
@@ -91,25 +96,39 @@ class LocalFs:
             return handle.read()
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Write a file so that readers see all of it or none: temp file, fsync, rename.
+        """Write a file so that readers see all of it or none: temp file, fsync, rename."""
+        write_local_atomic(path, data)
 
-        A checksum Hadoop's local file system kept for an earlier file of that name
-        (`.NAME.crc`) is removed first: Hadoop would find the new content did not match it.
-        """
-        directory = os.path.dirname(path) or "."
+
+def write_local_atomic(
+    path: str, data: bytes, mode: int | None = None, parents: bool = False
+) -> None:
+    """Write a local file so that readers see all of it or none: temp file, fsync, rename.
+
+    A checksum Hadoop's local file system kept for an earlier file of that name
+    (`.NAME.crc`) is removed first: Hadoop would find the new content did not match it.
+    `mode`: the file's permissions (else mkstemp's, 0600); `parents`: make the directory
+    first if it is missing, as Hadoop's `create` does.
+    """
+    directory = os.path.dirname(path) or "."
+    if parents:
+        os.makedirs(directory, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(directory, f".{os.path.basename(path)}.crc"))
+    fd, temp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(directory, f".{os.path.basename(path)}.crc"))
-        fd, temp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            self.delete(temp)
-            raise
-        sync_directory(directory)  # the rename itself must survive a power cut too
+            os.remove(temp)
+        raise
+    sync_directory(directory)  # the rename itself must survive a power cut too
 
 
 def sync_directory(directory: str) -> None:

@@ -1,7 +1,7 @@
 """Driver-side file operations through Spark's Hadoop FileSystem, so paths may be HDFS/S3 URIs.
 
 On Hadoop's local file system (a path, or `file:`) a small file is written and a directory
-made by Python instead (LocalFs): Hadoop's local file system sets each new file's
+made by Python instead (fs.write_local_atomic): Hadoop's local file system sets each new file's
 permissions by running `chmod`, a process of its own for the file and another for its
 checksum file, which made each write 10-16 ms on the driver, three of them a batch.
 """
@@ -9,31 +9,14 @@ checksum file, which made each write 10-16 ms on the driver, three of them a bat
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from pyspark import SparkContext
 
-from streaming_app.common.fs import LocalFs, temp_path
+from streaming_app.common.fs import local_path, temp_path, write_local_atomic
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def local_file(path: str) -> str | None:
-    """The absolute local path that `path` names on a local file system: a plain path, or a
-    `file:` URI (no host, or localhost); None for a URI of any other kind."""
-    if path.startswith("file:"):
-        rest = path[len("file:") :]
-        if rest.startswith("//"):
-            host, slash, tail = rest[2:].partition("/")
-            if host not in ("", "localhost"):
-                return None
-            rest = slash + tail
-        return os.path.abspath(rest) if rest.startswith("/") else None
-    if _SCHEME.match(path):
-        return None
-    return os.path.abspath(path)
-
+# What Hadoop's local file system makes a new file with its default umask (022).
+LOCAL_FILE_MODE = 0o644
 
 # JVM classes by name, with the gateway's JVM view they were resolved on (kept, so that
 # a new one is never mistaken for it). py4j asks the JVM about every segment of a dotted
@@ -67,8 +50,9 @@ class HadoopFs:
         self._is_local = str(self._fs.getScheme()) == "file"
 
     def _local(self, path: str) -> str | None:
-        """`path` on the local file system, if this is Hadoop's local file system."""
-        return local_file(path) if self._is_local else None
+        """`path` on the local file system (absolute), if this is Hadoop's local one."""
+        local = local_path(path) if self._is_local else None
+        return os.path.abspath(local) if local is not None else None
 
     @classmethod
     def from_gateway(cls, base: str) -> HadoopFs:
@@ -174,11 +158,12 @@ class HadoopFs:
 
         The target is replaced if it exists (delete, then rename: HDFS's rename does
         not overwrite); a reader may then briefly see no file, never a partial one. On the
-        local file system, LocalFs's (fsync'd, replaced in one rename, no `chmod`).
+        local file system, Python's (fsync'd, replaced in one rename, no `chmod`), its
+        directory made if missing and the file 0644, as Hadoop's would be.
         """
         local = self._local(path)
         if local is not None:
-            LocalFs().write_atomic(local, data)
+            write_local_atomic(local, data, mode=LOCAL_FILE_MODE, parents=True)
             return
         temp = temp_path(path)
         out = self._fs.create(self._path(temp), True)

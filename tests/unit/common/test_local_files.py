@@ -1,40 +1,33 @@
-"""A Hadoop path on the local file system as Python names it, and a local write over a file
+"""A path on the local file system as Python names it, and a local write over a file
 Hadoop's local file system wrote (its `.crc` checksum goes first)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from streaming_app.common.fs import LocalFs
-from streaming_app.common.hadoop_fs import local_file
+from streaming_app.common.fs import LocalFs, local_path, write_local_atomic
 
 
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
         ("/tmp/out/a b", "/tmp/out/a b"),
-        ("/tmp/out/../x/", "/tmp/x"),
+        ("out/x", "out/x"),
         ("file:/tmp/out/50%25", "/tmp/out/50%25"),  # Hadoop takes a path string unescaped
         ("file:///tmp/out", "/tmp/out"),
         ("file://localhost/tmp/out", "/tmp/out"),
         ("file://otherhost/tmp/out", None),
-        ("file:relative", None),
         ("hdfs://namenode:8020/out", None),
         ("s3a://bucket/out", None),
+        ("s3a:/bucket/out", None),  # a scheme, as Hadoop's Path reads it
     ],
 )
 def test_a_paths_local_name(path: str, expected: str | None) -> None:
-    assert local_file(path) == expected
-
-
-def test_a_relative_path_is_the_working_directorys(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert local_file("out/x") == str(tmp_path / "out" / "x")
+    assert local_path(path) == expected
 
 
 def test_a_local_write_removes_the_checksum_of_the_file_it_replaces(tmp_path: Path) -> None:
@@ -48,3 +41,12 @@ def test_a_local_write_removes_the_checksum_of_the_file_it_replaces(tmp_path: Pa
     assert not crc.exists()
     assert other.exists()  # only the replaced file's
     assert sorted(os.listdir(tmp_path)) == [".other.crc", "commit-1"]  # no temp file left
+
+
+def test_a_write_as_hadoop_would_makes_its_directory_and_the_file_0644(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "dir" / "_SUCCESS"
+    write_local_atomic(str(target), b"", mode=0o644, parents=True)
+    assert target.read_bytes() == b""
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    with pytest.raises(FileNotFoundError):  # without `parents`, as LocalFs writes
+        write_local_atomic(str(tmp_path / "missing" / "x"), b"")
