@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
 import uuid
 from typing import Protocol
 from urllib.parse import urlparse
@@ -107,15 +106,17 @@ def write_local_atomic(
 
     A checksum Hadoop's local file system kept for an earlier file of that name
     (`.NAME.crc`) is removed first: Hadoop would find the new content did not match it.
-    `mode`: the file's permissions (else mkstemp's, 0600); `parents`: make the directory
-    first if it is missing, as Hadoop's `create` does.
+    The temp file is named as temp_path names it (HadoopFs's too), which `checkpoint
+    clean` knows. `mode`: the file's permissions (else 0600); `parents`: make the
+    directory first if it is missing, as Hadoop's `create` does.
     """
     directory = os.path.dirname(path) or "."
     if parents:
         os.makedirs(directory, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(directory, f".{os.path.basename(path)}.crc"))
-    fd, temp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
+    temp = temp_path(path)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             if mode is not None:

@@ -50,3 +50,22 @@ def test_a_write_as_hadoop_would_makes_its_directory_and_the_file_0644(tmp_path:
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     with pytest.raises(FileNotFoundError):  # without `parents`, as LocalFs writes
         write_local_atomic(str(tmp_path / "missing" / "x"), b"")
+
+
+def test_a_write_cut_short_leaves_no_temp_and_names_it_as_checkpoint_clean_knows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming_app.tools.checkpoint_clean import _TEMP
+
+    temps: list[str] = []
+
+    def crash(source: str, target: str) -> None:
+        temps.append(os.path.basename(source))
+        raise OSError("the rename failed")
+
+    monkeypatch.setattr(os, "replace", crash)
+    for name in ("streaming_app_metadata.json", "restored-from-snapshot.json", "1000"):
+        with pytest.raises(OSError, match="the rename failed"):
+            write_local_atomic(str(tmp_path / name), b"x")
+    assert len(temps) == 3 and all(_TEMP.match(temp) for temp in temps), temps
+    assert os.listdir(tmp_path) == []  # each removed when its write failed
