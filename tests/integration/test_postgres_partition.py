@@ -358,8 +358,10 @@ def test_an_outage_longer_than_the_app_waits_ends_the_run_and_supervise_resumes_
     errors = [line for line in output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, output[-4000:]
     # One line: the peer, its address, how long it was unreachable, the setting to change.
+    # Which step of a batch the cut meets says the first words (postgres/session.py, writer.py).
     error = re.fullmatch(
-        rf"Error: (reading progress from|writing batch_time_ms=\d+ to) PostgreSQL at "
+        r"Error: (reading progress from|writing batch_time_ms=\d+ to"
+        r"|staging batch_time_ms=\d+ in) PostgreSQL at "
         rf"{re.escape(db_host.address)}:5432 \(table {TABLE}\): unreachable for (\d+) s "
         r"\(\d+ attempts?(, the last)?: .*\); gave up \(postgres_give_up_after = 8 s\); "
         r"a restart resumes from the checkpoint",
