@@ -9,11 +9,13 @@ checksum file, which made each write 10-16 ms on the driver, three of them a bat
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from typing import Any
 
 from pyspark import SparkContext
 
-from streaming_app.common.fs import local_path, temp_path, write_local_atomic
+from streaming_app.common.fs import local_path as plain_local_path
+from streaming_app.common.fs import temp_path, write_local_atomic
 
 # What Hadoop's local file system makes a new file with its default umask (022).
 LOCAL_FILE_MODE = 0o644
@@ -47,12 +49,11 @@ class HadoopFs:
         self._jvm = jvm
         self._path_class = jvm_class(jvm, "org.apache.hadoop.fs.Path")
         self._fs = self._path_class(base).getFileSystem(hadoop_conf)
-        self._is_local = str(self._fs.getScheme()) == "file"
 
-    def _local(self, path: str) -> str | None:
-        """`path` on the local file system (absolute), if this is Hadoop's local one."""
-        local = local_path(path) if self._is_local else None
-        return os.path.abspath(local) if local is not None else None
+    @cached_property
+    def _is_local(self) -> bool:
+        """Whether this is Hadoop's local file system (asked once, when first needed)."""
+        return str(self._fs.getScheme()) == "file"
 
     @classmethod
     def from_gateway(cls, base: str) -> HadoopFs:
@@ -135,11 +136,12 @@ class HadoopFs:
 
     def local_path(self, path: str) -> str | None:
         """The path on the local file system (absolute) if `path` is on one, else None."""
-        return self._local(path)
+        local = plain_local_path(path) if self._is_local else None
+        return os.path.abspath(local) if local is not None else None
 
     def mkdirs(self, directory: str) -> None:
         """Create a directory and its parents."""
-        local = self._local(directory)
+        local = self.local_path(directory)
         if local is not None:
             os.makedirs(local, exist_ok=True)
             return
@@ -161,7 +163,7 @@ class HadoopFs:
         local file system, Python's (fsync'd, replaced in one rename, no `chmod`), its
         directory made if missing and the file 0644, as Hadoop's would be.
         """
-        local = self._local(path)
+        local = self.local_path(path)
         if local is not None:
             write_local_atomic(local, data, mode=LOCAL_FILE_MODE, parents=True)
             return
