@@ -1,8 +1,9 @@
 """Writing state snapshots from the running stream: an output operation on the totals.
 
 Runs on the driver each due batch, which plans it: the executors write the part files
-(one per state partition, `saveAsTextFile`, so any Hadoop filesystem), a small job
-counts the keys and sums the totals from the state's buckets, and the driver renames the
+(one per state partition, sinks/parts.py: on a local file system by the tasks themselves,
+on any other Hadoop file system by `saveAsTextFile`), the same tasks bring the batch's
+digest (the count of keys and the sum of the totals), and the driver renames the
 directory into place and writes the manifest last, through Hadoop's FileSystem, with the
 source position from sources/positions.py. The totals never travel to the driver.
 """
@@ -31,6 +32,7 @@ from streaming_app.recovery.snapshots import (
     snapshot_times,
     to_prune,
 )
+from streaming_app.sinks.parts import write_parts
 from streaming_app.sources.files_log import InputFilesLog, visible_names
 from streaming_app.sources.positions import batch_position, files_read_between
 
@@ -128,7 +130,7 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
     # The executors write the state's partitions; the driver gets the counts only.
-    view.lines(rdd, format_line).saveAsTextFile(temp)
+    write_parts(fs, view.lines(rdd, format_line), temp, view.writing(rdd, format_line, False))
     words, total = view.figures(rdd)
     manifest = new_manifest(settings, batch_ms, words, total, position)
     kept = publish(fs, settings, temp, final, manifest)
