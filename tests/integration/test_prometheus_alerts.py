@@ -12,8 +12,11 @@ minutes."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
+import signal
 import threading
 import time
 from collections import Counter
@@ -252,8 +255,6 @@ def test_a_frozen_jvm_pages_and_fails_healthz_where_a_healthy_start_paged_nothin
     batches or idle triggers after it); the JVM stopped with SIGSTOP: `/healthz` turns
     503 and StreamingAppNoBatchCompleted fires within its threshold, its `for:` (cut to
     FOR_S) and two scrapes; after SIGCONT it resolves and the run stops cleanly."""
-    import os
-    import signal
     import urllib.error
     import urllib.request
 
@@ -319,6 +320,25 @@ def server_processes(postmaster: int) -> list[int]:
     return found
 
 
+def signal_each(pids: list[int], signum: int) -> None:
+    """`signum` to each of `pids`; one that has exited meanwhile needs none."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def freeze(postmaster: int) -> list[int]:
+    """SIGSTOP the postmaster, then every process under it; the pids stopped.
+
+    The postmaster first: stopped, it neither starts a process nor reaps one, so the
+    list of its children read after it holds still (a child that exits stays a zombie).
+    """
+    os.kill(postmaster, signal.SIGSTOP)
+    pids = server_processes(postmaster)
+    signal_each(pids[1:], signal.SIGSTOP)
+    return pids
+
+
 @pytest.mark.slow  # some 3 minutes; the frozen JVM above is CI's case of batches that stop
 def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
     network: Any, dirs: dict[str, Path], start_app: Any, tmp_path: Path
@@ -327,9 +347,6 @@ def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
     process of it: the sink's calls block, no batch completes, and
     StreamingAppNoBatchCompleted fires within its threshold, its `for:` (cut to FOR_S) and
     two scrapes; after SIGCONT it resolves and every total is in the table, once."""
-    import os
-    import signal
-
     from tests.integration.harness import make_text
     from tests.integration.pg_helpers import postgres_config, wait_for_pg_totals
     from tests.integration.pg_host import pg_on
@@ -356,9 +373,7 @@ def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
             wait_for_pg_totals(server.local_dsn, table, truth(texts))
             assert not prometheus.firing(alert)
             postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
-            frozen_pids = server_processes(postmaster)
-            for pid in frozen_pids:
-                os.kill(pid, signal.SIGSTOP)
+            frozen_pids = freeze(postmaster)
             frozen = time.time()
             try:
                 texts.append(make_text(rng, 20))  # waits for the server with its batch
@@ -382,8 +397,7 @@ def test_a_postgres_server_that_stops_answering_pages_and_the_totals_stay_exact(
                     began - frozen,
                 )
             finally:
-                for pid in frozen_pids:
-                    os.kill(pid, signal.SIGCONT)
+                signal_each(frozen_pids, signal.SIGCONT)
             prometheus.until(lambda: not prometheus.firing(alert), f"{alert} resolves", 120)
             wait_for_pg_totals(server.local_dsn, table, truth(texts), timeout=120)
             assert app.terminate() == 0, app.log()[-3000:]
