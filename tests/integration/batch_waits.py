@@ -68,11 +68,21 @@ def micro_batch_that_read(checkpoint: Path, name: str) -> int | None:
 
 
 def wait_window_past(
-    checkpoint: Path, name: str, slide_ms: int, app: App | None = None, timeout: float = 180
+    checkpoint: Path,
+    name: str,
+    slide_ms: int,
+    batch_ms: int,
+    app: App | None = None,
+    timeout: float = 180,
 ) -> None:
     """Wait until a structured files query (its checkpoint) has read file `name` and the
-    clock is past the end of the first window that holds it (windows every `slide_ms`, by
-    the micro-batch's time): input moved in now falls in a later window."""
+    clock is far enough past the end of the first window that holds it (windows every
+    `slide_ms`) that the next micro-batch falls in a later window and closes it.
+
+    The window query times a micro-batch as structured/windows.py does: its timestamp
+    rounded down to the batch interval, less 1 ms. So a micro-batch started within
+    `batch_ms` after a window's end is still timed inside that window (its watermark 1 ms
+    short of closing it): the clock must reach the end plus one batch interval."""
 
     def read() -> tuple[int] | None:  # a tuple: micro-batch 0 is one
         batch_id = micro_batch_that_read(checkpoint, name)
@@ -81,8 +91,16 @@ def wait_window_past(
     [batch_id] = wait_for(f"the query reading {name}", read, timeout, app)
     stamp = batch_timestamp(LocalFs(), str(checkpoint), batch_id)
     assert stamp is not None
-    ends = (stamp // slide_ms + 1) * slide_ms
-    wait_for("the clock past that window's end", lambda: time.time() * 1000 >= ends, 30, app, 0.05)
+    timed = stamp // batch_ms * batch_ms - 1
+    ends = (timed // slide_ms + 1) * slide_ms
+    closes = ends + batch_ms
+    wait_for(
+        "the clock a batch past that window's end",
+        lambda: time.time() * 1000 >= closes,
+        30,
+        app,
+        0.05,
+    )
 
 
 def wait_planned(

@@ -215,7 +215,8 @@ def test_the_structured_sinks_bring_no_rows_to_the_driver(
             expected = dict(totals)
             reached = partial(_pg_reached, pg_dsn, table, expected)
             wait_for(f"round {round_no} in postgres", reached, 180, pause=0.5)
-            wait_window_past(windows, f"f{round_no}.txt", WINDOW_MS)  # the next in a later one
+            # The next file in a later window (batches of 1 s).
+            wait_window_past(windows, f"f{round_no}.txt", WINDOW_MS, 1000)
         wait_for("a window in files", lambda: list(out.glob("window-*")), 180, pause=0.5)
         wait_for("a window in postgres", lambda: _pg_totals(pg_dsn, table, True), 180, pause=0.5)
     finally:

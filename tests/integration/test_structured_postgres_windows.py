@@ -125,7 +125,7 @@ def test_totals_and_windows_exact_through_kill_9_of_the_driver(
             time.sleep(rng.uniform(0.8, 2.0))
         wait_for_pg_totals(pg_dsn, table, truth(list(texts.values())), app, timeout=180)
         # A window that holds f11.txt ends before last.txt.
-        wait_window_past(dirs["checkpoint"] / WINDOW_QUERY, "f11.txt", 2000, app)
+        wait_window_past(dirs["checkpoint"] / WINDOW_QUERY, "f11.txt", 2000, 1000, app)
         add("last.txt")  # its micro-batch moves the watermark past that window: it closes
         wait_for_pg_totals(pg_dsn, table, truth(list(texts.values())), app, timeout=180)
         batches = structured_batches(dirs["checkpoint"], texts)
