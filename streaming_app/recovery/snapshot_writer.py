@@ -130,7 +130,8 @@ def _write(batch_ms: int, rdd: RDD[Any], view: StateView, settings: SnapshotSett
     final = join(settings.directory, snapshot_name(batch_ms))
     fs.delete(temp)  # left over from a run killed while writing this snapshot
     # The executors write the state's partitions; the driver gets the counts only.
-    write_parts(fs, view.lines(rdd, format_line), temp, view.writing(rdd, format_line, False))
+    lines = view.lines(rdd, format_line)
+    write_parts(fs, lines, temp, view.writing(rdd, format_line, changed=False))
     words, total = view.figures(rdd)
     manifest = new_manifest(settings, batch_ms, words, total, position)
     kept = publish(fs, settings, temp, final, manifest)
